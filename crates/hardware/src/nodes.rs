@@ -1,0 +1,357 @@
+//! Device nodes: globbing host paths beneath the root, and telling their type
+//! and device numbers.
+//!
+//! # Type and numbers
+//!
+//! A real device node's type and major/minor come from its metadata (`rdev`,
+//! split the Linux way). A symlink is followed within the root (an absolute
+//! target is taken as a host path) and the node is reported under the path
+//! that matched, not the target. Directories never match.
+//!
+//! Fixture trees cannot hold real device nodes (git cannot store them and
+//! `mknod` needs root), so a *regular file* (or any other non-device file)
+//! standing where a node should be is reported as follows:
+//! 1. when the code that found the node knows its sysfs `dev` attribute
+//!    (e.g. `…/drm/renderD128/dev` containing `226:128`, or a USB device's
+//!    `dev`), it is a `Char` node with those numbers;
+//! 2. else, when some `/sys/dev/char/<maj>:<min>` (or `/sys/dev/block/…`)
+//!    link leads to a device directory whose `uevent` says
+//!    `DEVNAME=<path below /dev>`, it is a `Char` (or `Block`) node with those
+//!    numbers;
+//! 3. else it is `NodeType::Other` with major and minor 0.
+//!
+//! On a real node rules 1–3 never apply: devfs holds real nodes.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use crate::candidate::{DeviceNode, NodeType};
+use crate::error::HardwareError;
+use crate::root::{HostRoot, link_target_host};
+use crate::sysfs;
+
+/// Linux major number of an encoded `dev_t`.
+pub fn dev_major(dev: u64) -> u32 {
+    (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)) as u32
+}
+
+/// Linux minor number of an encoded `dev_t`.
+pub fn dev_minor(dev: u64) -> u32 {
+    (((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff)) as u32
+}
+
+/// Parses a sysfs `dev` value, `"226:128"`.
+pub(crate) fn parse_devnum(s: &str) -> Option<(u32, u32)> {
+    let (major, minor) = s.trim().split_once(':')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// True when `s` contains glob metacharacters.
+pub(crate) fn has_glob_meta(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// A node as resolved: the reported node, plus where it leads.
+#[derive(Clone, Debug)]
+pub(crate) struct ResolvedNode {
+    pub node: DeviceNode,
+    /// Host path of the final symlink target, when the path was a symlink.
+    pub target: Option<PathBuf>,
+    /// Host path of the device's sysfs directory, when known from rule 2.
+    pub sysfs_dir: Option<PathBuf>,
+}
+
+/// Resolves device nodes beneath one root, with a lazily built index of
+/// `/sys/dev/{char,block}` for fixture stand-ins (rule 2 above).
+pub(crate) struct NodeResolver<'a> {
+    root: &'a HostRoot,
+    index: Option<HashMap<PathBuf, (NodeType, u32, u32, PathBuf)>>,
+}
+
+impl<'a> NodeResolver<'a> {
+    pub fn new(root: &'a HostRoot) -> Self {
+        Self { root, index: None }
+    }
+
+    /// Resolves the node at host path `host`. `hint` is the `dev` numbers
+    /// known from the caller's sysfs (rule 1). `Ok(None)` for a directory;
+    /// `Err(NotFound)` when the path or its link target is missing.
+    pub fn resolve(
+        &mut self,
+        host: &Path,
+        hint: Option<(u32, u32)>,
+    ) -> io::Result<Option<ResolvedNode>> {
+        let target = self.root.follow_links(host)?;
+        let meta = std::fs::symlink_metadata(self.root.resolve(&target))?;
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            return Ok(None);
+        }
+        let target = (target != host).then_some(target);
+        let mut sysfs_dir = None;
+        let (node_type, major, minor) = if ft.is_char_device() {
+            (NodeType::Char, dev_major(meta.rdev()), dev_minor(meta.rdev()))
+        } else if ft.is_block_device() {
+            (NodeType::Block, dev_major(meta.rdev()), dev_minor(meta.rdev()))
+        } else if let Some((major, minor)) = hint {
+            (NodeType::Char, major, minor)
+        } else {
+            let index = self.index();
+            let lookup = |p: &Path| {
+                p.strip_prefix("/dev")
+                    .ok()
+                    .and_then(|name| index.get(name))
+                    .cloned()
+            };
+            match target.as_deref().and_then(lookup).or_else(|| lookup(host)) {
+                Some((t, major, minor, dir)) => {
+                    sysfs_dir = Some(dir);
+                    (t, major, minor)
+                }
+                None => (NodeType::Other, 0, 0),
+            }
+        };
+        Ok(Some(ResolvedNode {
+            node: DeviceNode {
+                path: host.to_path_buf(),
+                node_type,
+                major,
+                minor,
+            },
+            target,
+            sysfs_dir,
+        }))
+    }
+
+    /// Host path of the sysfs directory of a char/block node, through the
+    /// `/sys/dev/{char,block}/<maj>:<min>` link; `None` when there is none.
+    pub fn sysfs_dir(&self, node: &DeviceNode) -> Option<PathBuf> {
+        let kind = match node.node_type {
+            NodeType::Char => "char",
+            NodeType::Block => "block",
+            NodeType::Other => return None,
+        };
+        let link = PathBuf::from(format!("/sys/dev/{kind}/{}:{}", node.major, node.minor));
+        let target = std::fs::read_link(self.root.resolve(&link)).ok()?;
+        let dir = link_target_host(&link, &target);
+        self.root.resolve(&dir).is_dir().then_some(dir)
+    }
+
+    fn index(&mut self) -> &HashMap<PathBuf, (NodeType, u32, u32, PathBuf)> {
+        let root = self.root;
+        self.index.get_or_insert_with(|| build_dev_index(root))
+    }
+}
+
+/// DEVNAME → (type, major, minor, sysfs dir) from `/sys/dev/{char,block}`.
+fn build_dev_index(root: &HostRoot) -> HashMap<PathBuf, (NodeType, u32, u32, PathBuf)> {
+    let mut index = HashMap::new();
+    for (kind, node_type) in [("char", NodeType::Char), ("block", NodeType::Block)] {
+        let base = PathBuf::from(format!("/sys/dev/{kind}"));
+        let Ok(entries) = std::fs::read_dir(root.resolve(&base)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some((major, minor)) = name.to_str().and_then(parse_devnum) else {
+                continue;
+            };
+            let link = base.join(&name);
+            let Ok(target) = std::fs::read_link(entry.path()) else {
+                continue;
+            };
+            let dir = link_target_host(&link, &target);
+            let Ok(uevent) = sysfs::read_string(&root.resolve(&dir.join("uevent"))) else {
+                continue;
+            };
+            if let Some(devname) = sysfs::uevent_value(&uevent, "DEVNAME") {
+                index
+                    .entry(PathBuf::from(devname))
+                    .or_insert((node_type, major, minor, dir));
+            }
+        }
+    }
+    index
+}
+
+/// Problems met while globbing that did not stop it.
+pub(crate) type GlobIssues = Vec<(PathBuf, io::Error)>;
+
+/// Checks a node pattern: absolute and a valid glob.
+pub(crate) fn check_pattern(pattern: &str) -> Result<(), HardwareError> {
+    if !pattern.starts_with('/') {
+        return Err(HardwareError::BadPattern {
+            pattern: pattern.to_string(),
+            message: "must be an absolute host path".into(),
+        });
+    }
+    glob::Pattern::new(pattern).map_err(|e| HardwareError::BadPattern {
+        pattern: pattern.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(())
+}
+
+/// Globs `pattern` (a host path glob) beneath the root and resolves every
+/// match that is not a directory. Sorted by path, unique.
+pub(crate) fn glob_resolved(
+    resolver: &mut NodeResolver<'_>,
+    pattern: &str,
+) -> Result<(Vec<ResolvedNode>, GlobIssues), HardwareError> {
+    check_pattern(pattern)?;
+    let root = resolver.root;
+    let mut issues = Vec::new();
+    let mut found = Vec::new();
+    if !has_glob_meta(pattern) {
+        let host = crate::root::normalize_host(Path::new(pattern));
+        match resolver.resolve(&host, None) {
+            Ok(Some(node)) => found.push(node),
+            Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => issues.push((host, e)),
+        }
+        return Ok((found, issues));
+    }
+    let full = if root.is_slash() {
+        pattern.to_string()
+    } else {
+        let escaped = glob::Pattern::escape(&root.path().to_string_lossy());
+        format!("{}/{}", escaped.trim_end_matches('/'), pattern.trim_start_matches('/'))
+    };
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: true,
+    };
+    let paths = glob::glob_with(&full, options).map_err(|e| HardwareError::BadPattern {
+        pattern: pattern.to_string(),
+        message: e.to_string(),
+    })?;
+    for item in paths {
+        let real = match item {
+            Ok(real) => real,
+            Err(e) => {
+                let path = root.display_path(e.path());
+                issues.push((path, e.into()));
+                continue;
+            }
+        };
+        let Some(host) = root.to_host_path(&real) else {
+            continue;
+        };
+        match resolver.resolve(&host, None) {
+            Ok(Some(node)) => found.push(node),
+            Ok(None) => {}
+            Err(e) => issues.push((host, e)),
+        }
+    }
+    found.sort_by(|a, b| a.node.path.cmp(&b.node.path));
+    found.dedup_by(|a, b| a.node.path == b.node.path);
+    Ok((found, issues))
+}
+
+/// Device nodes matching `pattern`, a host path glob (`/dev/dri/renderD*`,
+/// `/dev/fuse`), beneath the root; sorted by path. Directories are skipped;
+/// a literal path that does not exist gives an empty list. See the module
+/// docs for how type and numbers are found.
+///
+/// # Errors
+/// [`HardwareError::BadPattern`] for a relative or invalid pattern;
+/// [`HardwareError::Io`] when a match cannot be read (e.g. a dangling link).
+pub fn glob_nodes(root: &HostRoot, pattern: &str) -> Result<Vec<DeviceNode>, HardwareError> {
+    let mut resolver = NodeResolver::new(root);
+    let (found, issues) = glob_resolved(&mut resolver, pattern)?;
+    if let Some((path, source)) = issues.into_iter().next() {
+        return Err(HardwareError::Io { path, source });
+    }
+    Ok(found.into_iter().map(|r| r.node).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devnum_split() {
+        // makedev(226, 128) and a large one, makedev(511, 1048575).
+        let small = (226u64 << 8) | 128;
+        assert_eq!((dev_major(small), dev_minor(small)), (226, 128));
+        let (ma, mi) = (511u64, 1_048_575u64);
+        let big = ((ma & 0xfff) << 8) | ((ma & !0xfff) << 32) | (mi & 0xff) | ((mi & !0xff) << 12);
+        assert_eq!((dev_major(big), dev_minor(big)), (511, 1_048_575));
+        assert_eq!(parse_devnum("226:128\n"), Some((226, 128)));
+        assert_eq!(parse_devnum("226"), None);
+        assert_eq!(parse_devnum("a:b"), None);
+    }
+
+    #[test]
+    fn patterns_checked() {
+        assert!(matches!(
+            check_pattern("dev/fuse"),
+            Err(HardwareError::BadPattern { .. })
+        ));
+        let err = check_pattern("/dev/[abc").unwrap_err();
+        assert!(err.to_string().contains("/dev/[abc"), "{err}");
+        assert!(check_pattern("/dev/dri/renderD*").is_ok());
+    }
+
+    #[test]
+    fn fixture_style_nodes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = HostRoot::new(dir.path());
+        let p = dir.path();
+        std::fs::create_dir_all(p.join("dev/dri")).unwrap();
+        std::fs::create_dir_all(p.join("sys/dev/char")).unwrap();
+        std::fs::create_dir_all(p.join("sys/devices/virtual/misc/fuse")).unwrap();
+        std::fs::write(
+            p.join("sys/devices/virtual/misc/fuse/uevent"),
+            "MAJOR=10\nMINOR=229\nDEVNAME=fuse\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            "../../devices/virtual/misc/fuse",
+            p.join("sys/dev/char/10:229"),
+        )
+        .unwrap();
+        std::fs::write(p.join("dev/fuse"), b"").unwrap();
+        std::fs::write(p.join("dev/plain"), b"").unwrap();
+        std::os::unix::fs::symlink("/dev/fuse", p.join("dev/fuse-link")).unwrap();
+        std::os::unix::fs::symlink("nowhere", p.join("dev/dangling")).unwrap();
+
+        let fuse = glob_nodes(&root, "/dev/fuse").unwrap();
+        assert_eq!(
+            fuse,
+            vec![DeviceNode {
+                path: "/dev/fuse".into(),
+                node_type: NodeType::Char,
+                major: 10,
+                minor: 229
+            }]
+        );
+        let plain = glob_nodes(&root, "/dev/plain").unwrap();
+        assert_eq!((plain[0].node_type, plain[0].major), (NodeType::Other, 0));
+        let link = glob_nodes(&root, "/dev/fuse-link").unwrap();
+        assert_eq!(link[0].path, PathBuf::from("/dev/fuse-link"));
+        assert_eq!((link[0].major, link[0].minor), (10, 229));
+        assert!(glob_nodes(&root, "/dev/missing").unwrap().is_empty());
+        // Directories do not match; the dangling link is an error naming it.
+        let err = glob_nodes(&root, "/dev/*").unwrap_err();
+        assert!(err.to_string().contains("/dev/dangling"), "{err}");
+        std::fs::remove_file(p.join("dev/dangling")).unwrap();
+        let all: Vec<_> = glob_nodes(&root, "/dev/*")
+            .unwrap()
+            .into_iter()
+            .map(|n| n.path)
+            .collect();
+        assert_eq!(
+            all,
+            vec![
+                PathBuf::from("/dev/fuse"),
+                "/dev/fuse-link".into(),
+                "/dev/plain".into()
+            ]
+        );
+    }
+}

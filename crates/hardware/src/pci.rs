@@ -1,0 +1,571 @@
+//! PCI functions from `/sys/bus/pci/devices`.
+//!
+//! Each entry there is a symlink into `/sys/devices/pci…/…`; the function's
+//! facts are read from that directory (see [`crate::Candidate`] for the
+//! attribute keys). Odd entries never stop a scan:
+//! - a name that is not a PCI address, a dangling link, or a missing or
+//!   non-hex `vendor` skips the function, with a warning;
+//! - a missing `device`/`class`, any unparsable value, a dangling `driver`,
+//!   `iommu_group` or `physfn` link, and a `numa_node` of -1 on a machine
+//!   with more than one NUMA node leave that fact out, with a warning;
+//! - optional files that real hardware often lacks (link speed, SR-IOV,
+//!   IOMMU group …) are silently absent.
+//!
+//! Device nodes a function maps to, reported only when they exist under the
+//! root: `drm/card*` and `drm/renderD*` → `/dev/dri/<name>`;
+//! `infiniband_verbs/<name>` → `/dev/infiniband/<name>`; `accel/<name>` →
+//! `/dev/accel/<name>`; `vfio-dev/<name>` → `/dev/vfio/devices/<name>` (each
+//! preferring the `DEVNAME` of the child's `uevent`, numbers from its `dev`);
+//! a function bound to `vfio-pci` → `/dev/vfio/<iommu group>`; a function
+//! bound to `nvidia` → `/dev/nvidia<minor>` from
+//! `/proc/driver/nvidia/gpus/<address>/information`. Nodes shared by all
+//! functions (`/dev/vfio/vfio`, `/dev/nvidiactl`, …) are left to node selectors.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::candidate::{Candidate, CandidateKind, DeviceNode, Scan};
+use crate::nodes::{NodeResolver, parse_devnum};
+use crate::root::{HostRoot, link_target_host};
+use crate::sysfs::{parse_hex, read_string, read_trimmed, uevent_value};
+
+/// Host path of the PCI device list.
+pub const PCI_DEVICES: &str = "/sys/bus/pci/devices";
+
+/// Child class directories of a PCI function that hold device nodes:
+/// (sysfs dir, default `/dev` subdir, name prefixes accepted or empty for all).
+const NODE_CLASSES: &[(&str, &str, &[&str])] = &[
+    ("drm", "dri", &["card", "renderD"]),
+    ("infiniband_verbs", "infiniband", &[]),
+    ("accel", "accel", &[]),
+    ("vfio-dev", "vfio/devices", &[]),
+];
+
+/// The identifying facts of a function, read before the rest so selectors
+/// can reject it cheaply.
+#[derive(Clone, Debug)]
+pub(crate) struct PciIdentity<'a> {
+    pub address: &'a str,
+    pub vendor: u32,
+    pub device: Option<u32>,
+    pub class: Option<u32>,
+    pub subsystem_vendor: Option<u32>,
+    pub subsystem_device: Option<u32>,
+    pub driver: Option<&'a str>,
+}
+
+/// True when `name` looks like a PCI address, `DDDD:BB:DD.F` (domain of 4 or
+/// more hex digits).
+pub fn is_pci_address(name: &str) -> bool {
+    let Some((rest, func)) = name.rsplit_once('.') else {
+        return false;
+    };
+    let mut parts = rest.split(':');
+    let (Some(domain), Some(bus), Some(dev), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let hex = |s: &str, min: usize, max: usize| {
+        (min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+    };
+    hex(domain, 4, 8) && hex(bus, 2, 2) && hex(dev, 2, 2) && func.len() == 1 && hex(func, 1, 1)
+}
+
+/// Every PCI function under `<root>/sys/bus/pci/devices`, sorted by address.
+/// Never fails: a missing bus directory gives an empty scan (with a warning
+/// unless the root has no `/sys` at all).
+pub fn scan_pci(root: &HostRoot) -> Scan {
+    scan_pci_filtered(root, &|_| true)
+}
+
+/// Lists the bus directory; `None` (plus a warning when it is odd) when absent.
+pub(crate) fn list_bus(root: &HostRoot, bus: &str, warnings: &mut Vec<String>) -> Vec<String> {
+    let real = root.resolve(Path::new(bus));
+    match std::fs::read_dir(&real) {
+        Ok(entries) => {
+            let mut names: Vec<String> = entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect();
+            names.sort_unstable();
+            names
+        }
+        Err(e) => {
+            if e.kind() != io::ErrorKind::NotFound {
+                warnings.push(format!("{bus}: cannot list: {e}"));
+            }
+            Vec::new()
+        }
+    }
+}
+
+/// Number of NUMA nodes the machine has (`node*` dirs), 0 when unknown.
+pub(crate) fn numa_node_count(root: &HostRoot) -> usize {
+    std::fs::read_dir(root.resolve(Path::new(crate::numa::NODE_DIR)))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix("node"))
+                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// State shared across the functions of one scan.
+struct PciScan<'r> {
+    root: &'r HostRoot,
+    resolver: NodeResolver<'r>,
+    multi_numa: bool,
+    /// PF address → (VF address → N of `virtfnN`).
+    vf_indexes: HashMap<String, HashMap<String, u32>>,
+    warnings: Vec<String>,
+}
+
+/// One function's directory, listed once.
+struct FnDir {
+    /// Host path of the function's directory under `/sys/devices`.
+    host: PathBuf,
+    /// Entry names in it, sorted.
+    names: Vec<String>,
+}
+
+impl FnDir {
+    fn has(&self, name: &str) -> bool {
+        self.names
+            .binary_search_by(|n| n.as_str().cmp(name))
+            .is_ok()
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.host.join(name)
+    }
+}
+
+/// Scans the PCI functions, keeping those `keep` accepts.
+pub(crate) fn scan_pci_filtered(root: &HostRoot, keep: &dyn Fn(&PciIdentity<'_>) -> bool) -> Scan {
+    let mut warnings = Vec::new();
+    let names = list_bus(root, PCI_DEVICES, &mut warnings);
+    let mut scan = PciScan {
+        root,
+        resolver: NodeResolver::new(root),
+        multi_numa: numa_node_count(root) > 1,
+        vf_indexes: HashMap::new(),
+        warnings,
+    };
+    let mut candidates = Vec::new();
+    for name in names {
+        if let Some(candidate) = scan.function(&name, keep) {
+            candidates.push(candidate);
+        }
+    }
+    Scan {
+        candidates,
+        warnings: scan.warnings,
+    }
+}
+
+impl PciScan<'_> {
+    fn warn(&mut self, path: &Path, what: impl std::fmt::Display) {
+        self.warnings.push(format!("{}: {what}", path.display()));
+    }
+
+    /// Lists the directory an entry of the bus list points to.
+    fn open_function(&mut self, name: &str) -> Option<FnDir> {
+        let link = Path::new(PCI_DEVICES).join(name);
+        let host = match std::fs::read_link(self.root.resolve(&link)) {
+            Ok(target) => link_target_host(&link, &target),
+            // Not a symlink (a flattened tree): the entry is the directory.
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => link.clone(),
+            Err(e) => {
+                self.warn(&link, format_args!("unreadable ({e}); function skipped"));
+                return None;
+            }
+        };
+        match std::fs::read_dir(self.root.resolve(&host)) {
+            Ok(entries) => {
+                let mut names: Vec<String> = entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect();
+                names.sort_unstable();
+                Some(FnDir { host, names })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.warn(
+                    &link,
+                    format_args!("dangling link to {}; function skipped", host.display()),
+                );
+                None
+            }
+            Err(e) => {
+                self.warn(&host, format_args!("cannot list ({e}); function skipped"));
+                None
+            }
+        }
+    }
+
+    /// Reads a text attribute that the listing says exists; a read error is a
+    /// warning. `None` when absent or unreadable.
+    fn text(&mut self, dir: &FnDir, name: &str) -> Option<String> {
+        if !dir.has(name) {
+            return None;
+        }
+        let path = dir.path(name);
+        match read_trimmed(&self.root.resolve(&path)) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.warn(&path, format_args!("unreadable: {e}"));
+                None
+            }
+        }
+    }
+
+    /// A hex attribute; `required` makes its absence a warning too.
+    fn hex(&mut self, dir: &FnDir, name: &str, required: bool) -> Option<u32> {
+        if !dir.has(name) {
+            if required {
+                self.warn(&dir.path(name), "missing");
+            }
+            return None;
+        }
+        let text = self.text(dir, name)?;
+        let value = parse_hex(&text);
+        if value.is_none() {
+            self.warn(&dir.path(name), format_args!("not a hex number: {text:?}"));
+        }
+        value
+    }
+
+    /// A decimal attribute.
+    fn number<T: std::str::FromStr>(&mut self, dir: &FnDir, name: &str) -> Option<T> {
+        let text = self.text(dir, name)?;
+        let value = text.parse().ok();
+        if value.is_none() {
+            self.warn(&dir.path(name), format_args!("not a number: {text:?}"));
+        }
+        value
+    }
+
+    /// Host path a link in the function's directory points to, when the link
+    /// exists and its target too (a dangling link is a warning).
+    fn link(&mut self, dir: &FnDir, name: &str) -> Option<PathBuf> {
+        if !dir.has(name) {
+            return None;
+        }
+        let link = dir.path(name);
+        let target = match std::fs::read_link(self.root.resolve(&link)) {
+            Ok(t) => link_target_host(&link, &t),
+            Err(e) => {
+                self.warn(&link, format_args!("not a readable link: {e}"));
+                return None;
+            }
+        };
+        if std::fs::symlink_metadata(self.root.resolve(&target)).is_err() {
+            self.warn(
+                &link,
+                format_args!("dangling link to {}", target.display()),
+            );
+            return None;
+        }
+        Some(target)
+    }
+
+    fn function(
+        &mut self,
+        name: &str,
+        keep: &dyn Fn(&PciIdentity<'_>) -> bool,
+    ) -> Option<Candidate> {
+        if !is_pci_address(name) {
+            self.warn(
+                &Path::new(PCI_DEVICES).join(name),
+                "not a PCI address; skipped",
+            );
+            return None;
+        }
+        let dir = self.open_function(name)?;
+        if !dir.has("vendor") {
+            self.warn(&dir.path("vendor"), "missing; function skipped");
+            return None;
+        }
+        let text = self.text(&dir, "vendor")?;
+        let Some(vendor) = parse_hex(&text) else {
+            self.warn(
+                &dir.path("vendor"),
+                format_args!("not a hex number: {text:?}; function skipped"),
+            );
+            return None;
+        };
+        let device = self.hex(&dir, "device", true);
+        let class = self.hex(&dir, "class", true);
+        let subsystem_vendor = self.hex(&dir, "subsystem_vendor", false);
+        let subsystem_device = self.hex(&dir, "subsystem_device", false);
+        let driver_target = self.link(&dir, "driver");
+        let driver = driver_target
+            .as_deref()
+            .and_then(Path::file_name)
+            .and_then(|n| n.to_str())
+            .map(str::to_string);
+        let identity = PciIdentity {
+            address: name,
+            vendor,
+            device,
+            class,
+            subsystem_vendor,
+            subsystem_device,
+            driver: driver.as_deref(),
+        };
+        if !keep(&identity) {
+            return None;
+        }
+
+        let mut attrs = BTreeMap::new();
+        attrs.insert("pci.address".into(), name.to_string());
+        attrs.insert("pci.vendor".into(), format!("0x{vendor:04x}"));
+        if let Some(v) = device {
+            attrs.insert("pci.device".into(), format!("0x{v:04x}"));
+        }
+        if let Some(v) = class {
+            attrs.insert("pci.class".into(), format!("0x{v:06x}"));
+        }
+        if let Some(v) = subsystem_vendor {
+            attrs.insert("pci.subsystem-vendor".into(), format!("0x{v:04x}"));
+        }
+        if let Some(v) = subsystem_device {
+            attrs.insert("pci.subsystem-device".into(), format!("0x{v:04x}"));
+        }
+        if let Some(d) = &driver {
+            attrs.insert("pci.driver".into(), d.clone());
+        }
+        attrs.insert("pci.path".into(), dir.host.to_string_lossy().into_owned());
+
+        let mut numa_nodes = Vec::new();
+        if let Some(n) = self.number::<i64>(&dir, "numa_node") {
+            if n >= 0 {
+                numa_nodes.push(n);
+                attrs.insert("pci.numa-node".into(), n.to_string());
+            } else if self.multi_numa {
+                self.warn(
+                    &dir.path("numa_node"),
+                    format_args!("is {n} on a machine with several NUMA nodes; locality unknown"),
+                );
+            }
+        }
+
+        let group = self
+            .link(&dir, "iommu_group")
+            .and_then(|t| t.file_name().and_then(|n| n.to_str()).map(str::to_string));
+        if let Some(g) = &group {
+            attrs.insert("pci.iommu-group".into(), g.clone());
+        }
+
+        if let Some(pf_dir) = self.link(&dir, "physfn") {
+            if let Some(pf) = pf_dir.file_name().and_then(|n| n.to_str()) {
+                let pf = pf.to_string();
+                if let Some(index) = self.vf_index(&pf, &pf_dir, name) {
+                    attrs.insert("pci.vf-index".into(), index.to_string());
+                }
+                attrs.insert("pci.physfn".into(), pf);
+            }
+        }
+        let vfs = self.virtfns(&dir);
+        if !vfs.is_empty() {
+            let list: Vec<&str> = vfs.iter().map(|(_, a)| a.as_str()).collect();
+            attrs.insert("pci.virtfns".into(), list.join(","));
+            self.vf_indexes.insert(
+                name.to_string(),
+                vfs.into_iter().map(|(i, a)| (a, i)).collect(),
+            );
+        }
+
+        for (file, key) in [
+            ("sriov_totalvfs", "pci.sriov-totalvfs"),
+            ("sriov_numvfs", "pci.sriov-numvfs"),
+        ] {
+            if let Some(n) = self.number::<u32>(&dir, file) {
+                attrs.insert(key.into(), n.to_string());
+            }
+        }
+        for (file, key) in [
+            ("current_link_speed", "pci.link-speed"),
+            ("current_link_width", "pci.link-width"),
+            ("max_link_speed", "pci.max-link-speed"),
+            ("max_link_width", "pci.max-link-width"),
+            ("local_cpulist", "pci.local-cpus"),
+        ] {
+            if let Some(v) = self.text(&dir, file)
+                && !v.is_empty()
+            {
+                attrs.insert(key.into(), v);
+            }
+        }
+        if dir.has("net") {
+            let net = self.child_names(&dir.path("net"));
+            if !net.is_empty() {
+                attrs.insert("pci.net".into(), net.join(","));
+            }
+        }
+
+        let mut nodes = Vec::new();
+        for &(class_dir, dev_dir, prefixes) in NODE_CLASSES {
+            if dir.has(class_dir) {
+                self.class_nodes(&dir.path(class_dir), dev_dir, prefixes, &mut nodes);
+            }
+        }
+        if let (Some("vfio-pci"), Some(g)) = (driver.as_deref(), &group) {
+            self.add_node(&PathBuf::from(format!("/dev/vfio/{g}")), None, &mut nodes);
+        }
+        if driver.as_deref() == Some("nvidia")
+            && let Some(minor) = self.nvidia_minor(name)
+        {
+            attrs.insert("nvidia.minor".into(), minor.to_string());
+            self.add_node(&PathBuf::from(format!("/dev/nvidia{minor}")), None, &mut nodes);
+        }
+        nodes.sort_by(|a, b| a.path.cmp(&b.path));
+        nodes.dedup_by(|a, b| a.path == b.path);
+
+        Some(Candidate {
+            id: name.to_string(),
+            kind: CandidateKind::Pci,
+            numa_nodes,
+            attributes: attrs,
+            nodes,
+            sysfs_dir: Some(dir.host),
+        })
+    }
+
+    /// The `virtfnN` links of a function: (N, VF address), by N.
+    fn virtfns(&mut self, dir: &FnDir) -> Vec<(u32, String)> {
+        let names: Vec<(u32, String)> = dir
+            .names
+            .iter()
+            .filter_map(|n| Some((n.strip_prefix("virtfn")?.parse().ok()?, n.clone())))
+            .collect();
+        let mut vfs = Vec::new();
+        for (index, link) in names {
+            if let Some(target) = self.link(dir, &link)
+                && let Some(addr) = target.file_name().and_then(|n| n.to_str())
+            {
+                vfs.push((index, addr.to_string()));
+            }
+        }
+        vfs.sort_unstable();
+        vfs
+    }
+
+    /// N of the PF's `virtfnN` link naming `vf`, reading the PF's links once.
+    fn vf_index(&mut self, pf: &str, pf_dir: &Path, vf: &str) -> Option<u32> {
+        if !self.vf_indexes.contains_key(pf) {
+            let map: HashMap<String, u32> = match std::fs::read_dir(self.root.resolve(pf_dir)) {
+                Ok(entries) => entries
+                    .flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().into_string().ok()?;
+                        let index = name.strip_prefix("virtfn")?.parse().ok()?;
+                        let target = std::fs::read_link(e.path()).ok()?;
+                        let addr = target.file_name()?.to_str()?.to_string();
+                        Some((addr, index))
+                    })
+                    .collect(),
+                Err(_) => HashMap::new(),
+            };
+            self.vf_indexes.insert(pf.to_string(), map);
+        }
+        self.vf_indexes.get(pf)?.get(vf).copied()
+    }
+
+    /// Sorted entry names of a host directory (empty when unreadable).
+    fn child_names(&self, host_dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.root.resolve(host_dir))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort_unstable();
+        names
+    }
+
+    /// Nodes of the class devices under `class_dir` (e.g. `…/drm`).
+    fn class_nodes(
+        &mut self,
+        class_dir: &Path,
+        dev_dir: &str,
+        prefixes: &[&str],
+        nodes: &mut Vec<DeviceNode>,
+    ) {
+        for name in self.child_names(class_dir) {
+            if !prefixes.is_empty() && !prefixes.iter().any(|p| name.starts_with(p)) {
+                continue;
+            }
+            let child = class_dir.join(&name);
+            let uevent = read_string(&self.root.resolve(&child.join("uevent"))).unwrap_or_default();
+            let hint = read_string(&self.root.resolve(&child.join("dev")))
+                .ok()
+                .as_deref()
+                .and_then(parse_devnum)
+                .or_else(|| {
+                    Some((
+                        uevent_value(&uevent, "MAJOR")?.parse().ok()?,
+                        uevent_value(&uevent, "MINOR")?.parse().ok()?,
+                    ))
+                });
+            // Only class devices with numbers are nodes (drm connectors are not).
+            if hint.is_none() && uevent_value(&uevent, "DEVNAME").is_none() {
+                continue;
+            }
+            let path = match uevent_value(&uevent, "DEVNAME") {
+                Some(devname) => crate::root::normalize_host(&Path::new("/dev").join(devname)),
+                None => PathBuf::from(format!("/dev/{dev_dir}/{name}")),
+            };
+            self.add_node(&path, hint, nodes);
+        }
+    }
+
+    /// Adds the node at `path` when it exists under the root.
+    fn add_node(&mut self, path: &Path, hint: Option<(u32, u32)>, nodes: &mut Vec<DeviceNode>) {
+        match self.resolver.resolve(path, hint) {
+            Ok(Some(r)) => nodes.push(r.node),
+            Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => self.warn(path, format_args!("unreadable node: {e}")),
+        }
+    }
+
+    /// `Device Minor` of an NVIDIA GPU from the driver's procfs.
+    fn nvidia_minor(&mut self, address: &str) -> Option<u32> {
+        let path = PathBuf::from(format!("/proc/driver/nvidia/gpus/{address}/information"));
+        let text = read_string(&self.root.resolve(&path)).ok()?;
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Device Minor:"))?;
+        let minor = line.trim().parse().ok();
+        if minor.is_none() {
+            self.warn(&path, format_args!("bad Device Minor: {:?}", line.trim()));
+        }
+        minor
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert!(is_pci_address("0000:3b:00.0"));
+        assert!(is_pci_address("10000:00:1f.7"));
+        assert!(!is_pci_address("0000:3b:00"));
+        assert!(!is_pci_address("3b:00.0"));
+        assert!(!is_pci_address("0000:3b:00.x"));
+        assert!(!is_pci_address("0000:3b:00.0:1"));
+        assert!(!is_pci_address(""));
+    }
+}

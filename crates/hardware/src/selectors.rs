@@ -1,0 +1,489 @@
+//! Built-in selectors, as written in a resource's TOML config, and
+//! [`discover`], which applies them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::candidate::{Candidate, CandidateKind, Scan};
+use crate::error::HardwareError;
+use crate::nodes::{NodeResolver, ResolvedNode, glob_resolved, has_glob_meta};
+use crate::pci::{PciIdentity, scan_pci_filtered};
+use crate::root::HostRoot;
+use crate::sysfs::parse_hex;
+use crate::usb::{UsbIdentity, scan_usb_filtered};
+
+/// Device nodes by host path or glob, one candidate per node.
+///
+/// ```toml
+/// nodes = { path = "/dev/dri/renderD*" }
+/// nodes = { path = "/dev/fuse", optional = true }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct NodeSelector {
+    /// Absolute host path, or a glob (`*`, `?`, `[…]`) of host paths.
+    pub path: String,
+    /// A literal path that does not exist is an error unless `optional`;
+    /// a glob matching nothing is never an error (a warning unless `optional`).
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// PCI functions by ID, class, driver or address; every field given must
+/// match (an empty selector matches every function).
+///
+/// Hex values are accepted with or without `0x`, in any case. `class` is 2,
+/// 4 or 6 hex digits: `0x03` (base class), `0x0302` (base class and
+/// subclass), `0x030200` (with programming interface). `address` is a glob
+/// over `0000:3b:00.0`; a pattern with no domain (one `:` at most, `3b:*.0`)
+/// is matched against the address without its domain.
+///
+/// ```toml
+/// pci = { vendor = "10de", class = "0x0302" }
+/// pci = { driver = "vfio-pci", address = "0000:3b:*" }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PciSelector {
+    /// Vendor ID (`vendor`).
+    #[serde(default)]
+    pub vendor: Option<String>,
+    /// Device ID (`device`).
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Class code or a prefix of it (`class`).
+    #[serde(default)]
+    pub class: Option<String>,
+    /// Bound driver name, exact (`driver` link).
+    #[serde(default)]
+    pub driver: Option<String>,
+    /// PCI address glob.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// Subsystem vendor ID (`subsystem_vendor`).
+    #[serde(default)]
+    pub subsystem_vendor: Option<String>,
+    /// Subsystem device ID (`subsystem_device`).
+    #[serde(default)]
+    pub subsystem_device: Option<String>,
+}
+
+/// USB devices by ID and serial; every field given must match.
+///
+/// ```toml
+/// usb = { vendor = "0403", product = "6001", serial = "A50285BI" }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct UsbSelector {
+    /// Vendor ID (`idVendor`), hex.
+    #[serde(default)]
+    pub vendor: Option<String>,
+    /// Product ID (`idProduct`), hex.
+    #[serde(default)]
+    pub product: Option<String>,
+    /// Serial number, exact.
+    #[serde(default)]
+    pub serial: Option<String>,
+}
+
+/// One built-in selector. In TOML it is a table with exactly one of the keys
+/// `nodes`, `pci`, `usb`.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Selector {
+    /// Device nodes by path/glob.
+    Nodes(NodeSelector),
+    /// PCI functions.
+    Pci(PciSelector),
+    /// USB devices.
+    Usb(UsbSelector),
+}
+
+impl Selector {
+    /// Checks the selector's values without touching the hardware.
+    ///
+    /// # Errors
+    /// [`HardwareError::BadSelector`] or [`HardwareError::BadPattern`] naming
+    /// the field and value.
+    pub fn validate(&self) -> Result<(), HardwareError> {
+        match self {
+            Selector::Nodes(n) => crate::nodes::check_pattern(&n.path),
+            Selector::Pci(p) => CompiledPci::new(p).map(drop),
+            Selector::Usb(u) => CompiledUsb::new(u).map(drop),
+        }
+    }
+}
+
+fn bad(selector: &'static str, field: &'static str, value: &str, reason: &str) -> HardwareError {
+    HardwareError::BadSelector {
+        selector,
+        field,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// A 16-bit hex ID field.
+fn id16(
+    selector: &'static str,
+    field: &'static str,
+    value: Option<&String>,
+) -> Result<Option<u32>, HardwareError> {
+    let Some(v) = value else { return Ok(None) };
+    match parse_hex(v) {
+        Some(n) if n <= 0xffff => Ok(Some(n)),
+        _ => Err(bad(selector, field, v, "expected a 16-bit hex ID such as 0x10de")),
+    }
+}
+
+/// A PCI selector with its values parsed.
+#[derive(Debug)]
+pub(crate) struct CompiledPci {
+    vendor: Option<u32>,
+    device: Option<u32>,
+    subsystem_vendor: Option<u32>,
+    subsystem_device: Option<u32>,
+    /// (value, right shift applied to the 24-bit class before comparing).
+    class: Option<(u32, u32)>,
+    driver: Option<String>,
+    address: Option<(glob::Pattern, bool)>,
+}
+
+impl CompiledPci {
+    pub(crate) fn new(s: &PciSelector) -> Result<Self, HardwareError> {
+        let class = match &s.class {
+            None => None,
+            Some(v) => {
+                let digits = v.trim();
+                let digits = digits
+                    .strip_prefix("0x")
+                    .or_else(|| digits.strip_prefix("0X"))
+                    .unwrap_or(digits);
+                if !matches!(digits.len(), 2 | 4 | 6) {
+                    return Err(bad("pci", "class", v, "expected 2, 4 or 6 hex digits (0x03, 0x0302, 0x030200)"));
+                }
+                let n = parse_hex(digits)
+                    .ok_or_else(|| bad("pci", "class", v, "not a hex number"))?;
+                Some((n, (6 - digits.len() as u32) * 4))
+            }
+        };
+        let address = match &s.address {
+            None => None,
+            Some(a) => {
+                let pattern = glob::Pattern::new(a.trim())
+                    .map_err(|e| bad("pci", "address", a, &e.to_string()))?;
+                Some((pattern, a.matches(':').count() < 2))
+            }
+        };
+        if let Some(d) = &s.driver
+            && (d.is_empty() || d.contains('/'))
+        {
+            return Err(bad("pci", "driver", d, "expected a driver name"));
+        }
+        Ok(Self {
+            vendor: id16("pci", "vendor", s.vendor.as_ref())?,
+            device: id16("pci", "device", s.device.as_ref())?,
+            subsystem_vendor: id16("pci", "subsystem-vendor", s.subsystem_vendor.as_ref())?,
+            subsystem_device: id16("pci", "subsystem-device", s.subsystem_device.as_ref())?,
+            class,
+            driver: s.driver.clone(),
+            address,
+        })
+    }
+
+    pub(crate) fn matches(&self, id: &PciIdentity<'_>) -> bool {
+        fn eq(want: Option<u32>, have: Option<u32>) -> bool {
+            want.is_none() || want == have
+        }
+        let options = glob::MatchOptions {
+            case_sensitive: false,
+            require_literal_separator: false,
+            require_literal_leading_dot: false,
+        };
+        eq(self.vendor, Some(id.vendor))
+            && eq(self.device, id.device)
+            && eq(self.subsystem_vendor, id.subsystem_vendor)
+            && eq(self.subsystem_device, id.subsystem_device)
+            && self
+                .class
+                .is_none_or(|(want, shift)| id.class.is_some_and(|c| c >> shift == want))
+            && self
+                .driver
+                .as_deref()
+                .is_none_or(|want| id.driver == Some(want))
+            && self.address.as_ref().is_none_or(|(pattern, short)| {
+                pattern.matches_with(id.address, options)
+                    || (*short
+                        && id
+                            .address
+                            .split_once(':')
+                            .is_some_and(|(_, rest)| pattern.matches_with(rest, options)))
+            })
+    }
+}
+
+/// A USB selector with its values parsed.
+#[derive(Debug)]
+pub(crate) struct CompiledUsb {
+    vendor: Option<u32>,
+    product: Option<u32>,
+    serial: Option<String>,
+}
+
+impl CompiledUsb {
+    pub(crate) fn new(s: &UsbSelector) -> Result<Self, HardwareError> {
+        Ok(Self {
+            vendor: id16("usb", "vendor", s.vendor.as_ref())?,
+            product: id16("usb", "product", s.product.as_ref())?,
+            serial: s.serial.clone(),
+        })
+    }
+
+    pub(crate) fn matches(&self, id: &UsbIdentity<'_>) -> bool {
+        self.vendor.is_none_or(|v| v == id.vendor)
+            && self.product.is_none_or(|p| Some(p) == id.product)
+            && self.serial.as_deref().is_none_or(|s| Some(s) == id.serial)
+    }
+}
+
+/// Candidate id of a device node path: without `/dev/`, `/` → `-`.
+pub fn node_id(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    let rest = s
+        .strip_prefix("/dev/")
+        .or_else(|| s.strip_prefix('/'))
+        .unwrap_or(&s);
+    rest.replace('/', "-")
+}
+
+/// The candidate for one resolved node.
+fn node_candidate(root: &HostRoot, resolver: &NodeResolver<'_>, r: ResolvedNode) -> Candidate {
+    let node = r.node;
+    let mut attrs = BTreeMap::new();
+    attrs.insert("node.path".into(), node.path.to_string_lossy().into_owned());
+    attrs.insert("node.type".into(), node.node_type.as_str().to_string());
+    attrs.insert("node.major".into(), node.major.to_string());
+    attrs.insert("node.minor".into(), node.minor.to_string());
+    if let Some(t) = &r.target {
+        attrs.insert("node.target".into(), t.to_string_lossy().into_owned());
+    }
+    let sysfs_dir = r.sysfs_dir.or_else(|| resolver.sysfs_dir(&node));
+    let numa_nodes = sysfs_dir
+        .as_deref()
+        .and_then(|d| crate::sysfs::ancestor_numa(root, d))
+        .into_iter()
+        .collect();
+    Candidate {
+        id: node_id(&node.path),
+        kind: CandidateKind::Node,
+        numa_nodes,
+        attributes: attrs,
+        nodes: vec![node],
+        sysfs_dir,
+    }
+}
+
+/// Applies `selectors` to the hardware under `root`: the union of what each
+/// selects, unique by id (first wins), sorted by id. Only the buses some
+/// selector names are scanned; their warnings are returned with the result.
+///
+/// # Errors
+/// An invalid selector ([`HardwareError::BadSelector`],
+/// [`HardwareError::BadPattern`]), or a literal node path that does not exist
+/// and is not `optional` ([`HardwareError::NodeMissing`]).
+pub fn discover(root: &HostRoot, selectors: &[Selector]) -> Result<Scan, HardwareError> {
+    let mut pci = Vec::new();
+    let mut usb = Vec::new();
+    let mut nodes = Vec::new();
+    for s in selectors {
+        match s {
+            Selector::Pci(p) => pci.push(CompiledPci::new(p)?),
+            Selector::Usb(u) => usb.push(CompiledUsb::new(u)?),
+            Selector::Nodes(n) => {
+                crate::nodes::check_pattern(&n.path)?;
+                nodes.push(n);
+            }
+        }
+    }
+
+    let mut found: BTreeMap<String, Candidate> = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let mut add = |scan: Scan, found: &mut BTreeMap<String, Candidate>| {
+        warnings.extend(scan.warnings);
+        for c in scan.candidates {
+            found.entry(c.id.clone()).or_insert(c);
+        }
+    };
+    if !pci.is_empty() {
+        let scan = scan_pci_filtered(root, &|id| pci.iter().any(|s| s.matches(id)));
+        add(scan, &mut found);
+    }
+    if !usb.is_empty() {
+        let scan = scan_usb_filtered(root, &|id| usb.iter().any(|s| s.matches(id)));
+        add(scan, &mut found);
+    }
+    let mut resolver = NodeResolver::new(root);
+    for sel in nodes {
+        let (resolved, issues) = glob_resolved(&mut resolver, &sel.path)?;
+        let mut scan = Scan::default();
+        for (path, e) in issues {
+            scan.warnings.push(format!("{}: {e}", path.display()));
+        }
+        if resolved.is_empty() {
+            if !has_glob_meta(&sel.path) {
+                if !sel.optional {
+                    return Err(HardwareError::NodeMissing {
+                        path: PathBuf::from(&sel.path),
+                    });
+                }
+            } else if !sel.optional {
+                scan.warnings
+                    .push(format!("{}: matched no device node", sel.path));
+            }
+        }
+        scan.candidates = resolved
+            .into_iter()
+            .map(|r| node_candidate(root, &resolver, r))
+            .collect();
+        add(scan, &mut found);
+    }
+    Ok(Scan {
+        candidates: found.into_values().collect(),
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu<'a>() -> PciIdentity<'a> {
+        PciIdentity {
+            address: "0000:3b:00.0",
+            vendor: 0x10de,
+            device: Some(0x2330),
+            class: Some(0x030200),
+            subsystem_vendor: Some(0x10de),
+            subsystem_device: Some(0x16c1),
+            driver: Some("nvidia"),
+        }
+    }
+
+    fn pci(f: impl FnOnce(&mut PciSelector)) -> Result<CompiledPci, HardwareError> {
+        let mut s = PciSelector::default();
+        f(&mut s);
+        CompiledPci::new(&s)
+    }
+
+    #[test]
+    fn pci_matching() {
+        let id = gpu();
+        let yes = |f: fn(&mut PciSelector)| assert!(pci(f).unwrap().matches(&id));
+        let no = |f: fn(&mut PciSelector)| assert!(!pci(f).unwrap().matches(&id));
+        yes(|_| {});
+        yes(|s| s.vendor = Some("10DE".into()));
+        yes(|s| s.vendor = Some("0x10de".into()));
+        no(|s| s.vendor = Some("0x8086".into()));
+        yes(|s| s.class = Some("0x03".into()));
+        yes(|s| s.class = Some("0302".into()));
+        yes(|s| s.class = Some("0x030200".into()));
+        no(|s| s.class = Some("0x0300".into()));
+        no(|s| s.class = Some("0x030000".into()));
+        yes(|s| s.driver = Some("nvidia".into()));
+        no(|s| s.driver = Some("nouveau".into()));
+        yes(|s| s.address = Some("0000:3b:*".into()));
+        yes(|s| s.address = Some("3B:00.?".into()));
+        no(|s| s.address = Some("0001:3b:*".into()));
+        yes(|s| s.subsystem_device = Some("16c1".into()));
+        no(|s| s.subsystem_vendor = Some("1028".into()));
+        yes(|s| {
+            s.vendor = Some("10de".into());
+            s.device = Some("2330".into());
+        });
+        no(|s| {
+            s.vendor = Some("10de".into());
+            s.device = Some("2331".into());
+        });
+    }
+
+    #[test]
+    fn bad_pci_values_name_the_field() {
+        let err = pci(|s| s.vendor = Some("nvidia".into())).unwrap_err();
+        assert!(err.to_string().contains("`vendor`") && err.to_string().contains("nvidia"));
+        let err = pci(|s| s.class = Some("0x3020".into())).map(drop);
+        assert!(err.is_ok(), "4 digits is a class+subclass prefix");
+        let err = pci(|s| s.class = Some("0x30200".into())).unwrap_err();
+        assert!(err.to_string().contains("`class`"), "{err}");
+        let err = pci(|s| s.device = Some("0x123456".into())).unwrap_err();
+        assert!(err.to_string().contains("`device`"), "{err}");
+        let err = pci(|s| s.address = Some("0000:[3b".into())).unwrap_err();
+        assert!(err.to_string().contains("`address`"), "{err}");
+    }
+
+    #[test]
+    fn usb_matching() {
+        let id = UsbIdentity {
+            vendor: 0x0403,
+            product: Some(0x6001),
+            serial: Some("A50285BI"),
+        };
+        let s = |v: Option<&str>, p: Option<&str>, ser: Option<&str>| {
+            CompiledUsb::new(&UsbSelector {
+                vendor: v.map(Into::into),
+                product: p.map(Into::into),
+                serial: ser.map(Into::into),
+            })
+            .unwrap()
+        };
+        assert!(s(Some("0403"), None, None).matches(&id));
+        assert!(s(Some("0x0403"), Some("6001"), Some("A50285BI")).matches(&id));
+        assert!(!s(Some("0403"), Some("6010"), None).matches(&id));
+        assert!(!s(None, None, Some("a50285bi")).matches(&id));
+        assert!(CompiledUsb::new(&UsbSelector {
+            vendor: Some("xyz".into()),
+            ..Default::default()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn node_ids() {
+        assert_eq!(node_id(Path::new("/dev/net/tun")), "net-tun");
+        assert_eq!(node_id(Path::new("/dev/fuse")), "fuse");
+        assert_eq!(node_id(Path::new("/run/x/y")), "run-x-y");
+    }
+
+    #[test]
+    fn toml_shapes() {
+        #[derive(serde::Deserialize)]
+        struct Doc {
+            select: Vec<Selector>,
+        }
+        let doc: Doc = toml::from_str(
+            r#"
+            [[select]]
+            pci = { vendor = "10de", class = "0x0302", subsystem-vendor = "10de" }
+            [[select]]
+            usb = { vendor = "0403", serial = "X" }
+            [[select]]
+            nodes = { path = "/dev/fuse", optional = true }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(doc.select.len(), 3);
+        assert!(matches!(&doc.select[0], Selector::Pci(p) if p.subsystem_vendor.as_deref() == Some("10de")));
+        assert!(matches!(&doc.select[2], Selector::Nodes(n) if n.optional));
+        for s in &doc.select {
+            s.validate().unwrap();
+        }
+        let err = toml::from_str::<Doc>("[[select]]\npci = { vendr = \"10de\" }\n")
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("vendr"), "{err}");
+        let err = toml::from_str::<Doc>("[[select]]\ngpu = { vendor = \"10de\" }\n")
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("gpu"), "{err}");
+    }
+}

@@ -1,0 +1,112 @@
+//! Small readers for sysfs attribute files.
+
+use std::io::{self, Read};
+use std::path::Path;
+
+use crate::root::HostRoot;
+
+/// Largest attribute file read during discovery (sysfs text attributes are at
+/// most a page; anything bigger is not an attribute we parse).
+pub(crate) const DISCOVERY_READ_CAP: u64 = 64 * 1024;
+
+/// Reads a small text file, at most [`DISCOVERY_READ_CAP`] bytes, lossy UTF-8.
+pub(crate) fn read_string(path: &Path) -> io::Result<String> {
+    let file = std::fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(64);
+    file.take(DISCOVERY_READ_CAP).read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// Reads a small text file and trims surrounding whitespace.
+pub(crate) fn read_trimmed(path: &Path) -> io::Result<String> {
+    read_string(path).map(|s| s.trim().to_string())
+}
+
+/// The value of `KEY=value` in a `uevent` file's content.
+pub(crate) fn uevent_value<'a>(content: &'a str, key: &str) -> Option<&'a str> {
+    content.lines().find_map(|line| {
+        let (k, v) = line.split_once('=')?;
+        (k == key).then_some(v.trim())
+    })
+}
+
+/// Parses a hex number with or without `0x`/`0X`, case-insensitive.
+pub(crate) fn parse_hex(s: &str) -> Option<u32> {
+    let s = s.trim();
+    let digits = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(digits, 16).ok()
+}
+
+/// `numa_node` (≥ 0) of the nearest of `dir` (a host path) and its
+/// ancestors that has one (for a USB device, its PCI host controller),
+/// stopping below `/sys/devices`. `None` when none has one or it is negative.
+pub(crate) fn ancestor_numa(root: &HostRoot, dir: &Path) -> Option<i64> {
+    for ancestor in dir.ancestors() {
+        if ancestor == Path::new("/sys/devices") || ancestor == Path::new("/") {
+            break;
+        }
+        if let Ok(text) = read_trimmed(&root.resolve(&ancestor.join("numa_node"))) {
+            return text.parse().ok().filter(|n: &i64| *n >= 0);
+        }
+    }
+    None
+}
+
+/// Parses a Linux cpulist (`0-3,8,10-11`) into CPU numbers, ascending and
+/// unique; `None` when it does not parse. An empty list is `Some(vec![])`.
+pub fn parse_cpulist(list: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi): (u32, u32) = (lo.trim().parse().ok()?, hi.trim().parse().ok()?);
+                if hi < lo || hi - lo > 1 << 16 {
+                    return None;
+                }
+                cpus.extend(lo..=hi);
+            }
+            None => cpus.push(part.trim().parse().ok()?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex() {
+        assert_eq!(parse_hex("0x10de\n"), Some(0x10de));
+        assert_eq!(parse_hex("10DE"), Some(0x10de));
+        assert_eq!(parse_hex("0X030200"), Some(0x030200));
+        assert_eq!(parse_hex("0x"), None);
+        assert_eq!(parse_hex("zz"), None);
+        assert_eq!(parse_hex("-1"), None);
+        assert_eq!(parse_hex("123456789"), None);
+    }
+
+    #[test]
+    fn uevent() {
+        let c = "MAJOR=226\nMINOR=128\nDEVNAME=dri/renderD128\nDEVTYPE=drm_minor\n";
+        assert_eq!(uevent_value(c, "DEVNAME"), Some("dri/renderD128"));
+        assert_eq!(uevent_value(c, "MINOR"), Some("128"));
+        assert_eq!(uevent_value(c, "NOPE"), None);
+    }
+
+    #[test]
+    fn cpulist() {
+        assert_eq!(parse_cpulist("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(parse_cpulist(""), Some(vec![]));
+        assert_eq!(parse_cpulist("3-1"), None);
+        assert_eq!(parse_cpulist("x"), None);
+    }
+}

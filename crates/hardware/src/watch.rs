@@ -1,0 +1,284 @@
+//! Change watching, the event half of health inputs.
+//!
+//! [`ChangeWatcher`] puts inotify watches (through `notify`) on a replaceable
+//! set of host paths, non-recursively, and bumps a generation counter on any
+//! create, remove, rename, content or metadata change under them. Receivers
+//! ([`ChangeReceiver`]) wake once per burst: events that arrive before a
+//! receiver looks are coalesced into one wake-up (a `tokio::sync::watch`
+//! channel). What changed is not reported: the host rescans.
+//!
+//! Real sysfs sends few inotify events (kernfs notifies attribute changes only
+//! where a driver calls `sysfs_notify`, and not device add/remove), so the
+//! host must also poll; devfs (`/dev`, a devtmpfs) does send create/remove
+//! events for nodes, and fixture trees send everything.
+//!
+//! Ignored, so reading hardware never wakes anyone: open/access/close events,
+//! access-time changes, and data writes to device nodes (a write to
+//! `/dev/null` is no change).
+
+use std::collections::{BTreeSet, HashSet};
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use notify::event::{EventKind, MetadataKind, ModifyKind};
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::watch;
+
+use crate::candidate::{Candidate, CandidateKind};
+use crate::error::HardwareError;
+use crate::nodes::has_glob_meta;
+use crate::pci::PCI_DEVICES;
+use crate::root::{HostRoot, link_target_host, normalize_host};
+use crate::selectors::Selector;
+use crate::usb::USB_DEVICES;
+
+/// Watches a set of host paths and signals [`ChangeReceiver`]s on changes.
+///
+/// Cheap to share behind an `Arc`: [`set_paths`](Self::set_paths) takes `&self`.
+/// Dropping it stops the watching and closes every receiver.
+pub struct ChangeWatcher {
+    root: HostRoot,
+    tx: Arc<watch::Sender<u64>>,
+    /// Real paths whose watch the kernel dropped (the path was removed).
+    dropped: Arc<Mutex<HashSet<PathBuf>>>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for ChangeWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeWatcher")
+            .field("root", &self.root)
+            .field("generation", &*self.tx.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+struct State {
+    watcher: notify::RecommendedWatcher,
+    /// Real paths currently watched.
+    watched: BTreeSet<PathBuf>,
+}
+
+/// Wakes when the watched paths change. Clone it for several waiters.
+#[derive(Clone, Debug)]
+pub struct ChangeReceiver {
+    rx: watch::Receiver<u64>,
+}
+
+impl ChangeReceiver {
+    /// Waits for the next change (or burst of changes) after the last one this
+    /// receiver saw. `false` when the watcher is gone and no change will come.
+    pub async fn changed(&mut self) -> bool {
+        self.rx.changed().await.is_ok()
+    }
+
+    /// True when a change happened since this receiver last looked; marks it seen.
+    pub fn take_changed(&mut self) -> bool {
+        let changed = self.rx.has_changed().unwrap_or(false);
+        self.rx.mark_unchanged();
+        changed
+    }
+
+    /// Number of (coalesced) change signals so far.
+    pub fn generation(&self) -> u64 {
+        *self.rx.borrow()
+    }
+}
+
+/// True for events that mean the watched hardware may have changed.
+fn relevant(event: &notify::Event) -> bool {
+    match &event.kind {
+        EventKind::Access(_) => false,
+        EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)) => false,
+        EventKind::Modify(ModifyKind::Data(_)) => !event.paths.iter().all(|p| {
+            std::fs::symlink_metadata(p)
+                .is_ok_and(|m| m.file_type().is_char_device() || m.file_type().is_block_device())
+        }),
+        _ => true,
+    }
+}
+
+impl ChangeWatcher {
+    /// A watcher for paths beneath `root`, watching nothing yet.
+    ///
+    /// # Errors
+    /// [`HardwareError::Watch`] when inotify cannot be set up.
+    pub fn new(root: &HostRoot) -> Result<Self, HardwareError> {
+        let (tx, _) = watch::channel(0u64);
+        let tx = Arc::new(tx);
+        let dropped: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
+        let (event_tx, event_dropped) = (Arc::clone(&tx), Arc::clone(&dropped));
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            match res {
+                Ok(event) => {
+                    if !relevant(&event) {
+                        return;
+                    }
+                    if matches!(event.kind, EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))) {
+                        event_dropped
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .extend(event.paths.iter().cloned());
+                    }
+                    tracing::trace!(?event, "hardware change");
+                }
+                Err(error) => tracing::warn!(%error, "hardware change watcher error"),
+            }
+            event_tx.send_modify(|generation| *generation += 1);
+        })
+        .map_err(|source| HardwareError::Watch {
+            path: PathBuf::from("/"),
+            source,
+        })?;
+        Ok(Self {
+            root: root.clone(),
+            tx,
+            dropped,
+            state: Mutex::new(State {
+                watcher,
+                watched: BTreeSet::new(),
+            }),
+        })
+    }
+
+    /// A new receiver; it wakes on changes after this call.
+    pub fn subscribe(&self) -> ChangeReceiver {
+        ChangeReceiver {
+            rx: self.tx.subscribe(),
+        }
+    }
+
+    /// Replaces the watched set with `host_paths` (directories or files,
+    /// watched non-recursively). A path that does not exist is watched
+    /// through its nearest existing ancestor beneath the root, so its
+    /// re-creation is seen; call `set_paths` again (the host does after each
+    /// rescan) to move the watch back down. Returns one warning per path
+    /// that could not be watched at all (e.g. the inotify watch limit).
+    pub fn set_paths(&self, host_paths: &[PathBuf]) -> Vec<String> {
+        let mut wanted = BTreeSet::new();
+        for host in host_paths {
+            let mut host = normalize_host(host);
+            loop {
+                if std::fs::symlink_metadata(self.root.resolve(&host)).is_ok() || !host.pop() {
+                    break;
+                }
+            }
+            wanted.insert(self.root.resolve(&host));
+        }
+        let dropped: HashSet<PathBuf> = std::mem::take(
+            &mut *self.dropped.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let stale: Vec<PathBuf> = state.watched.difference(&wanted).cloned().collect();
+        for path in stale {
+            // Fails harmlessly when the kernel already dropped the watch.
+            let _ = state.watcher.unwatch(&path);
+            state.watched.remove(&path);
+        }
+        let mut warnings = Vec::new();
+        for path in wanted {
+            if state.watched.contains(&path) && !dropped.contains(&path) {
+                continue;
+            }
+            match state.watcher.watch(&path, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    state.watched.insert(path);
+                }
+                Err(e) => {
+                    state.watched.remove(&path);
+                    let host = self.root.display_path(&path);
+                    tracing::warn!(path = %host.display(), error = %e, "cannot watch");
+                    warnings.push(format!("{}: cannot watch: {e}", host.display()));
+                }
+            }
+        }
+        warnings
+    }
+
+    /// Host paths currently watched (after falling back to ancestors).
+    pub fn watched(&self) -> Vec<PathBuf> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .watched
+            .iter()
+            .map(|p| self.root.display_path(p))
+            .collect()
+    }
+
+    /// Number of (coalesced) change signals so far.
+    pub fn generation(&self) -> u64 {
+        *self.tx.borrow()
+    }
+}
+
+/// The literal directory a node pattern lives in: the components before the
+/// first one with glob characters, or the parent of a literal path.
+fn pattern_dir(pattern: &str) -> PathBuf {
+    let mut dir = PathBuf::from("/");
+    let mut literal = true;
+    for part in pattern.split('/').filter(|p| !p.is_empty()) {
+        if has_glob_meta(part) {
+            literal = false;
+            break;
+        }
+        dir.push(part);
+    }
+    if literal {
+        dir.pop();
+    }
+    normalize_host(&dir)
+}
+
+/// The host paths worth watching for a resource: the bus lists its
+/// selectors scan (`/sys/bus/pci/devices`, `/sys/bus/usb/devices`), the
+/// directory each node selector's pattern lives in, and for each candidate
+/// its sysfs directory, its driver's directory (the `driver` link's target,
+/// where binding adds and removes links) and the parent directory of each of
+/// its nodes. Sorted, unique; pass to [`ChangeWatcher::set_paths`].
+pub fn watch_paths(root: &HostRoot, selectors: &[Selector], candidates: &[Candidate]) -> Vec<PathBuf> {
+    let mut paths = BTreeSet::new();
+    for s in selectors {
+        match s {
+            Selector::Pci(_) => {
+                paths.insert(PathBuf::from(PCI_DEVICES));
+            }
+            Selector::Usb(_) => {
+                paths.insert(PathBuf::from(USB_DEVICES));
+            }
+            Selector::Nodes(n) => {
+                paths.insert(pattern_dir(&n.path));
+            }
+        }
+    }
+    for c in candidates {
+        if let Some(dir) = &c.sysfs_dir {
+            paths.insert(dir.clone());
+            if c.kind == CandidateKind::Pci {
+                let link = dir.join("driver");
+                if let Ok(target) = std::fs::read_link(root.resolve(&link)) {
+                    paths.insert(link_target_host(&link, &target));
+                }
+            }
+        }
+        for node in &c.nodes {
+            if let Some(parent) = node.path.parent() {
+                paths.insert(parent.to_path_buf());
+            }
+        }
+    }
+    paths.into_iter().filter(|p| p != Path::new("")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_dirs() {
+        assert_eq!(pattern_dir("/dev/dri/renderD*"), PathBuf::from("/dev/dri"));
+        assert_eq!(pattern_dir("/dev/fuse"), PathBuf::from("/dev"));
+        assert_eq!(pattern_dir("/dev/*/x"), PathBuf::from("/dev"));
+        assert_eq!(pattern_dir("/dev/net/tun"), PathBuf::from("/dev/net"));
+    }
+}

@@ -1,0 +1,22 @@
+//! Compiles the kubelet protos in `<workspace>/proto` with protox (a pure-Rust
+//! protobuf compiler), so no system `protoc` is needed. The generated code is
+//! written to `OUT_DIR` and never checked in.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let files = [
+        "deviceplugin/v1beta1/api.proto",
+        "pluginregistration/v1/api.proto",
+    ];
+    for file in files {
+        println!("cargo:rerun-if-changed={}", proto_root.join(file).display());
+    }
+    let descriptors = protox::compile(files, [&proto_root])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(descriptors)?;
+    Ok(())
+}

@@ -1,0 +1,591 @@
+//! A stand-in for the kubelet's device manager, for tests and the demo.
+//!
+//! [`SimKubelet`] serves `Registration` on `kubelet.sock` in a folder of its
+//! own and behaves the way the real kubelet does: it checks the version,
+//! the resource name and the endpoint, dials the plugin back and calls
+//! `GetDevicePluginOptions` *inside* `Register`, then consumes
+//! `ListAndWatch`. It admits containers the kubelet's way
+//! (`GetPreferredAllocation` when offered, `Allocate`, then
+//! `PreStartContainer` when required) and can restart itself the way a
+//! kubelet does: delete every socket in the folder and serve again.
+//!
+//! It is strict where the kubelet is lenient, so tests notice mistakes: a
+//! preferred allocation of the wrong size, options that disagree with the
+//! registration, or a health string other than `Healthy`/`Unhealthy` are
+//! recorded as protocol violations. It does not model checkpoints, NUMA
+//! alignment or the 5-minute grace period.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::UnixListener;
+use tokio::sync::watch;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::UnixListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+use wdp_kubelet_api::v1beta1::{
+    self, AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse,
+    ContainerPreferredAllocationRequest, Device, DevicePluginOptions, Empty,
+    PreStartContainerRequest, PreferredAllocationRequest, RegisterRequest,
+    device_plugin_client::DevicePluginClient,
+    registration_server::{Registration, RegistrationServer},
+};
+
+/// Errors of the simulated kubelet.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("cannot serve {path}: {source}")]
+    Bind {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("resource {0} is not registered")]
+    NotRegistered(String),
+    #[error("timed out after {0:?} waiting for {1}")]
+    Timeout(Duration, String),
+    #[error("cannot dial plugin {path}: {source}")]
+    Dial {
+        path: PathBuf,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("{rpc} failed: {status}")]
+    Rpc {
+        rpc: &'static str,
+        status: Box<Status>,
+    },
+    #[error("admission refused: {0}")]
+    Admission(String),
+}
+
+/// What the simulated kubelet knows about one registered resource.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PluginRecord {
+    /// The most recent `RegisterRequest` accepted for the resource.
+    pub registration: RegisterRequest,
+    /// How many times the resource registered since the kubelet started.
+    pub registrations: u64,
+    /// When the last registration was accepted.
+    pub registered_at: Instant,
+    /// The last list received on `ListAndWatch` (all Unhealthy once the
+    /// stream ended, as the kubelet does).
+    pub devices: Vec<Device>,
+    /// How many lists `ListAndWatch` delivered.
+    pub lists_received: u64,
+    /// Whether the `ListAndWatch` stream is open.
+    pub streaming: bool,
+}
+
+impl PluginRecord {
+    /// IDs of the devices currently reported `Healthy`.
+    pub fn healthy_ids(&self) -> Vec<String> {
+        self.devices
+            .iter()
+            .filter(|d| d.health == v1beta1::HEALTHY)
+            .map(|d| d.id.clone())
+            .collect()
+    }
+
+    fn options(&self) -> DevicePluginOptions {
+        self.registration.options.unwrap_or_default()
+    }
+}
+
+/// The kubelet's view of every plugin, published on a watch channel.
+#[derive(Clone, Debug, Default)]
+pub struct SimState {
+    pub plugins: BTreeMap<String, PluginRecord>,
+    /// Device IDs handed out per resource by [`SimKubelet::admit`].
+    pub allocated: BTreeMap<String, BTreeSet<String>>,
+    /// Protocol mistakes the plugin made, in order.
+    pub violations: Vec<String>,
+    /// Registrations refused, with the reason.
+    pub refusals: Vec<String>,
+}
+
+/// One container admitted through the device-plugin RPCs.
+#[derive(Clone, Debug)]
+pub struct Admission {
+    /// The plugin's `GetPreferredAllocation` answer, if it offers one.
+    pub preferred: Option<Vec<String>>,
+    /// The device IDs sent to `Allocate`.
+    pub devices: Vec<String>,
+    pub response: ContainerAllocateResponse,
+    /// Whether `PreStartContainer` was called (and succeeded).
+    pub pre_started: bool,
+    /// Round-trip time of each RPC, in call order.
+    pub timings: Vec<(&'static str, Duration)>,
+}
+
+/// A running simulated kubelet. Dropping it stops the server.
+pub struct SimKubelet {
+    dir: PathBuf,
+    state: Arc<watch::Sender<SimState>>,
+    stop: CancellationToken,
+    restarts: u64,
+}
+
+impl std::fmt::Debug for SimKubelet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimKubelet").field("dir", &self.dir).finish()
+    }
+}
+
+impl SimKubelet {
+    /// Serves `Registration` on `<dir>/kubelet.sock`.
+    pub async fn start(dir: impl Into<PathBuf>) -> Result<Self, SimError> {
+        let dir = dir.into();
+        let state = Arc::new(watch::Sender::new(SimState::default()));
+        let stop = serve(&dir, state.clone())?;
+        Ok(Self {
+            dir,
+            state,
+            stop,
+            restarts: 0,
+        })
+    }
+
+    /// The device-plugin folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How many times [`restart`](Self::restart) ran.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// A copy of the current state.
+    pub fn state(&self) -> SimState {
+        self.state.borrow().clone()
+    }
+
+    /// The record of `resource`, if registered.
+    pub fn plugin(&self, resource: &str) -> Option<PluginRecord> {
+        self.state.borrow().plugins.get(resource).cloned()
+    }
+
+    /// Restarts like a kubelet: stop serving, delete every socket in the
+    /// folder (the plugin's included), forget registrations, serve again.
+    pub async fn restart(&mut self) -> Result<(), SimError> {
+        self.stop.cancel();
+        remove_sockets(&self.dir);
+        self.state.send_modify(|s| {
+            s.plugins.clear();
+            s.allocated.clear();
+        });
+        self.stop = serve(&self.dir, self.state.clone())?;
+        self.restarts += 1;
+        Ok(())
+    }
+
+    /// Stops serving and removes `kubelet.sock`.
+    pub fn stop(&self) {
+        self.stop.cancel();
+        let _ = std::fs::remove_file(self.dir.join(v1beta1::KUBELET_SOCKET));
+    }
+
+    /// Waits until `condition` holds for the state, or `timeout` passes.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut condition: impl FnMut(&SimState) -> bool,
+    ) -> Result<SimState, SimError> {
+        let mut rx = self.state.subscribe();
+        let wait = rx.wait_for(|s| condition(s));
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(state)) => Ok(state.clone()),
+            _ => Err(SimError::Timeout(timeout, what.to_owned())),
+        }
+    }
+
+    /// Waits until `resource` has registered at least `count` times since
+    /// the last restart and its `ListAndWatch` delivered a list.
+    pub async fn wait_registered(
+        &self,
+        resource: &str,
+        count: u64,
+        timeout: Duration,
+    ) -> Result<PluginRecord, SimError> {
+        let state = self
+            .wait_for(&format!("{resource} to register"), timeout, |s| {
+                s.plugins
+                    .get(resource)
+                    .is_some_and(|p| p.registrations >= count && p.lists_received > 0)
+            })
+            .await?;
+        Ok(state.plugins[resource].clone())
+    }
+
+    /// Waits until the device list of `resource` satisfies `condition`.
+    pub async fn wait_devices(
+        &self,
+        resource: &str,
+        timeout: Duration,
+        mut condition: impl FnMut(&[Device]) -> bool,
+    ) -> Result<Vec<Device>, SimError> {
+        let state = self
+            .wait_for(&format!("devices of {resource}"), timeout, |s| {
+                s.plugins
+                    .get(resource)
+                    .is_some_and(|p| p.lists_received > 0 && condition(&p.devices))
+            })
+            .await?;
+        Ok(state.plugins[resource].devices.clone())
+    }
+
+    /// A `DevicePlugin` client connected to the socket `resource` registered.
+    pub async fn client(
+        &self,
+        resource: &str,
+    ) -> Result<DevicePluginClient<tonic::transport::Channel>, SimError> {
+        let record = self
+            .plugin(resource)
+            .ok_or_else(|| SimError::NotRegistered(resource.to_owned()))?;
+        dial(&self.dir.join(&record.registration.endpoint)).await
+    }
+
+    /// Admits one container asking for `count` devices of `resource`, from
+    /// the healthy devices not yet handed out, as the kubelet would.
+    pub async fn admit(&self, resource: &str, count: usize) -> Result<Admission, SimError> {
+        let record = self
+            .plugin(resource)
+            .ok_or_else(|| SimError::NotRegistered(resource.to_owned()))?;
+        let allocated = self
+            .state
+            .borrow()
+            .allocated
+            .get(resource)
+            .cloned()
+            .unwrap_or_default();
+        let available: Vec<String> = record
+            .healthy_ids()
+            .into_iter()
+            .filter(|id| !allocated.contains(id))
+            .collect();
+        if available.len() < count {
+            return Err(SimError::Admission(format!(
+                "{resource}: {count} requested, {} healthy and free",
+                available.len()
+            )));
+        }
+        let mut client = self.client(resource).await?;
+        let options = record.options();
+        let mut timings = Vec::new();
+
+        let mut preferred = None;
+        let mut chosen: Vec<String> = available[..count].to_vec();
+        if options.get_preferred_allocation_available {
+            let started = Instant::now();
+            let reply = client
+                .get_preferred_allocation(PreferredAllocationRequest {
+                    container_requests: vec![ContainerPreferredAllocationRequest {
+                        available_device_i_ds: available.clone(),
+                        must_include_device_i_ds: vec![],
+                        allocation_size: count as i32,
+                    }],
+                })
+                .await
+                .map_err(|status| rpc_error("GetPreferredAllocation", status))?
+                .into_inner();
+            timings.push(("GetPreferredAllocation", started.elapsed()));
+            let ids = reply
+                .container_responses
+                .first()
+                .map(|r| r.device_i_ds.clone())
+                .unwrap_or_default();
+            let distinct: BTreeSet<&String> = ids.iter().collect();
+            if ids.len() != count
+                || distinct.len() != ids.len()
+                || !ids.iter().all(|id| available.contains(id))
+            {
+                self.violation(format!(
+                    "{resource}: GetPreferredAllocation answered {ids:?} for size {count} from {available:?}"
+                ));
+            } else {
+                chosen = ids.clone();
+            }
+            preferred = Some(ids);
+        }
+
+        let started = Instant::now();
+        let reply = client
+            .allocate(AllocateRequest {
+                container_requests: vec![ContainerAllocateRequest {
+                    devices_ids: chosen.clone(),
+                }],
+            })
+            .await
+            .map_err(|status| rpc_error("Allocate", status))?
+            .into_inner();
+        timings.push(("Allocate", started.elapsed()));
+        let Some(response) = reply.container_responses.into_iter().next() else {
+            return Err(SimError::Admission(
+                "no containers return in allocation response".to_owned(),
+            ));
+        };
+
+        let mut pre_started = false;
+        if options.pre_start_required {
+            let started = Instant::now();
+            let mut request = Request::new(PreStartContainerRequest {
+                devices_ids: chosen.clone(),
+            });
+            request.set_timeout(Duration::from_secs(
+                v1beta1::PRE_START_CONTAINER_TIMEOUT_SECS,
+            ));
+            client
+                .pre_start_container(request)
+                .await
+                .map_err(|status| rpc_error("PreStartContainer", status))?;
+            timings.push(("PreStartContainer", started.elapsed()));
+            pre_started = true;
+        }
+        self.state.send_modify(|s| {
+            s.allocated
+                .entry(resource.to_owned())
+                .or_default()
+                .extend(chosen.iter().cloned());
+        });
+        Ok(Admission {
+            preferred,
+            devices: chosen,
+            response,
+            pre_started,
+            timings,
+        })
+    }
+
+    /// Forgets that `ids` of `resource` are in use (a pod ended).
+    pub fn release(&self, resource: &str, ids: &[String]) {
+        self.state.send_modify(|s| {
+            if let Some(set) = s.allocated.get_mut(resource) {
+                for id in ids {
+                    set.remove(id);
+                }
+            }
+        });
+    }
+
+    fn violation(&self, text: String) {
+        tracing::warn!(violation = %text, "device plugin broke the protocol");
+        self.state.send_modify(|s| s.violations.push(text));
+    }
+}
+
+impl Drop for SimKubelet {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn rpc_error(rpc: &'static str, status: Status) -> SimError {
+    SimError::Rpc {
+        rpc,
+        status: Box::new(status),
+    }
+}
+
+async fn dial(path: &Path) -> Result<DevicePluginClient<tonic::transport::Channel>, SimError> {
+    let channel = tokio::time::timeout(
+        Duration::from_secs(10),
+        wdp_kubelet_api::connect_unix(path.to_owned()),
+    )
+    .await
+    .map_err(|_| SimError::Timeout(Duration::from_secs(10), format!("dial {}", path.display())))?
+    .map_err(|source| SimError::Dial {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(DevicePluginClient::new(channel))
+}
+
+/// Deletes every socket in `dir`, as the kubelet's `CleanupPluginDirectory`.
+fn remove_sockets(dir: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_socket()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+fn serve(dir: &Path, state: Arc<watch::Sender<SimState>>) -> Result<CancellationToken, SimError> {
+    let path = dir.join(v1beta1::KUBELET_SOCKET);
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).map_err(|source| SimError::Bind {
+        path: path.clone(),
+        source,
+    })?;
+    let stop = CancellationToken::new();
+    let service = RegistrationService {
+        dir: dir.to_owned(),
+        state,
+        stop: stop.clone(),
+    };
+    let token = stop.clone();
+    tokio::spawn(async move {
+        let result = tonic::transport::Server::builder()
+            .add_service(RegistrationServer::new(service))
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), token.cancelled())
+            .await;
+        if let Err(error) = result {
+            tracing::warn!(%error, "simulated kubelet server ended");
+        }
+    });
+    Ok(stop)
+}
+
+struct RegistrationService {
+    dir: PathBuf,
+    state: Arc<watch::Sender<SimState>>,
+    /// Cancelled when this kubelet instance stops; ends its streams.
+    stop: CancellationToken,
+}
+
+impl RegistrationService {
+    fn refuse(&self, reason: String) -> Status {
+        self.state.send_modify(|s| s.refusals.push(reason.clone()));
+        Status::invalid_argument(reason)
+    }
+}
+
+#[tonic::async_trait]
+impl Registration for RegistrationService {
+    async fn register(&self, request: Request<RegisterRequest>) -> Result<Response<Empty>, Status> {
+        let request = request.into_inner();
+        if request.version != v1beta1::VERSION {
+            return Err(self.refuse(format!("unsupported API version {:?}", request.version)));
+        }
+        if !is_extended_resource_name(&request.resource_name) {
+            return Err(self.refuse(format!(
+                "invalid extended resource name {:?}",
+                request.resource_name
+            )));
+        }
+        if request.endpoint.is_empty() || request.endpoint.contains('/') {
+            return Err(self.refuse(format!(
+                "endpoint {:?} is not a file name in the plugin folder",
+                request.endpoint
+            )));
+        }
+        // Like the kubelet: dial back and ask for the options inside Register.
+        let path = self.dir.join(&request.endpoint);
+        let mut client = dial(&path).await.map_err(|e| self.refuse(e.to_string()))?;
+        let options = client
+            .get_device_plugin_options(Empty {})
+            .await
+            .map_err(|status| self.refuse(format!("GetDevicePluginOptions failed: {status}")))?
+            .into_inner();
+        let registered = request.options.unwrap_or_default();
+        if options != registered {
+            return Err(self.refuse(format!(
+                "{}: GetDevicePluginOptions {options:?} disagrees with the registration {registered:?}",
+                request.resource_name
+            )));
+        }
+        let resource = request.resource_name.clone();
+        self.state.send_modify(|s| {
+            let registrations = s.plugins.get(&resource).map_or(0, |p| p.registrations) + 1;
+            s.plugins.insert(
+                resource.clone(),
+                PluginRecord {
+                    registration: request.clone(),
+                    registrations,
+                    registered_at: Instant::now(),
+                    devices: Vec::new(),
+                    lists_received: 0,
+                    streaming: false,
+                },
+            );
+        });
+        tokio::spawn(list_and_watch(
+            client,
+            resource,
+            self.state.clone(),
+            self.stop.clone(),
+        ));
+        Ok(Response::new(Empty {}))
+    }
+}
+
+/// Consumes a plugin's `ListAndWatch` stream into the state.
+async fn list_and_watch(
+    mut client: DevicePluginClient<tonic::transport::Channel>,
+    resource: String,
+    state: Arc<watch::Sender<SimState>>,
+    stop: CancellationToken,
+) {
+    let mut stream = match client.list_and_watch(Empty {}).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => {
+            state.send_modify(|s| {
+                s.violations
+                    .push(format!("{resource}: ListAndWatch refused: {status}"))
+            });
+            return;
+        }
+    };
+    state.send_modify(|s| {
+        if let Some(p) = s.plugins.get_mut(&resource) {
+            p.streaming = true;
+        }
+    });
+    loop {
+        let next = tokio::select! {
+            _ = stop.cancelled() => return,
+            next = stream.next() => next,
+        };
+        let Some(Ok(list)) = next else { break };
+        state.send_modify(|s| {
+            for d in &list.devices {
+                if d.health != v1beta1::HEALTHY && d.health != v1beta1::UNHEALTHY {
+                    s.violations
+                        .push(format!("{resource}: device {} has health {:?}", d.id, d.health));
+                }
+                if d.id.len() > 63 {
+                    s.violations
+                        .push(format!("{resource}: device ID {:?} is longer than 63", d.id));
+                }
+            }
+            if let Some(p) = s.plugins.get_mut(&resource) {
+                p.devices = list.devices;
+                p.lists_received += 1;
+            }
+        });
+    }
+    // The kubelet marks every device unhealthy when the stream ends.
+    state.send_modify(|s| {
+        if let Some(p) = s.plugins.get_mut(&resource) {
+            p.streaming = false;
+            for d in &mut p.devices {
+                d.health = v1beta1::UNHEALTHY.to_owned();
+            }
+        }
+    });
+}
+
+/// The kubelet's `IsExtendedResourceName`, simplified: `domain/name`, the
+/// domain not `kubernetes.io`, and no `requests.` prefix.
+fn is_extended_resource_name(name: &str) -> bool {
+    let Some((domain, local)) = name.split_once('/') else {
+        return false;
+    };
+    !domain.is_empty()
+        && !local.is_empty()
+        && !local.contains('/')
+        && domain != "kubernetes.io"
+        && !domain.ends_with(".kubernetes.io")
+        && !name.starts_with("requests.")
+        && domain
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+}

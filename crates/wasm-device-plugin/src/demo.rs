@@ -1,0 +1,173 @@
+//! `demo`: the real host, unchanged, against an in-process simulated
+//! kubelet on a temporary device-plugin folder. It prints each
+//! registration and device list, admits one sample container per resource
+//! through every RPC the resource offers, and then keeps printing device
+//! list changes until interrupted.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use wdp_host::{Host, HostOptions, Metrics};
+use wdp_kubelet_sim::SimKubelet;
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// The configuration directory to run (the shipped example by default).
+    #[arg(long, env = "WDP_CONFIG_DIR", default_value = "config")]
+    config_dir: PathBuf,
+
+    /// Prefix for every hardware read (/sys, /dev).
+    #[arg(long, env = "WDP_HOST_ROOT", default_value = "/")]
+    host_root: PathBuf,
+
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, env = "WDP_METRICS_ADDR")]
+    metrics_addr: Option<SocketAddr>,
+
+    /// Exit after the sample admissions instead of running until interrupted.
+    #[arg(long)]
+    once: bool,
+}
+
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let folder = tempfile::Builder::new()
+        .prefix("wdp-demo-")
+        .tempdir()
+        .context("creating a temporary device-plugin folder")?;
+    let kubelet = SimKubelet::start(folder.path()).await?;
+    println!(
+        "simulated kubelet serving {}",
+        folder.path().join("kubelet.sock").display()
+    );
+    let host = Host::start(
+        HostOptions {
+            config_dir: args.config_dir.clone(),
+            device_plugin_dir: folder.path().to_owned(),
+            host_root: args.host_root.clone(),
+        },
+        Metrics::new(),
+    )
+    .await
+    .with_context(|| format!("starting the host on {}", args.config_dir.display()))?;
+    if let Some(addr) = args.metrics_addr {
+        crate::http::serve(addr, host.clone()).await?;
+    }
+
+    let resources: Vec<String> = host.status().await.into_keys().collect();
+    for name in &resources {
+        let record = kubelet
+            .wait_registered(name, 1, Duration::from_secs(10))
+            .await?;
+        let options = record.registration.options.unwrap_or_default();
+        println!(
+            "\nregistered {name} on {} (preferred allocation: {}, pre-start: {})",
+            record.registration.endpoint,
+            options.get_preferred_allocation_available,
+            options.pre_start_required
+        );
+        for d in &record.devices {
+            let numa = d
+                .topology
+                .as_ref()
+                .map(|t| format!(" numa={:?}", t.nodes.iter().map(|n| n.id).collect::<Vec<_>>()))
+                .unwrap_or_default();
+            println!("  {} {}{numa}", d.id, d.health);
+        }
+        let healthy = record.healthy_ids().len();
+        if healthy == 0 {
+            println!("  (no healthy device: no sample admission)");
+            continue;
+        }
+        let want = healthy.min(2);
+        match kubelet.admit(name, want).await {
+            Ok(admission) => {
+                println!("  sample admission of {want} device(s):");
+                if let Some(preferred) = &admission.preferred {
+                    println!("    GetPreferredAllocation -> {preferred:?}");
+                }
+                let r = &admission.response;
+                println!("    Allocate({:?}) ->", admission.devices);
+                for spec in &r.devices {
+                    println!(
+                        "      device {} -> {} ({})",
+                        spec.host_path, spec.container_path, spec.permissions
+                    );
+                }
+                let mut envs: Vec<_> = r.envs.iter().collect();
+                envs.sort();
+                for (k, v) in envs {
+                    println!("      env {k}={v}");
+                }
+                for m in &r.mounts {
+                    println!("      mount {} -> {}", m.host_path, m.container_path);
+                }
+                for c in &r.cdi_devices {
+                    println!("      cdi {}", c.name);
+                }
+                let mut annotations: Vec<_> = r.annotations.iter().collect();
+                annotations.sort();
+                for (k, v) in annotations {
+                    println!("      annotation {k}={v}");
+                }
+                if admission.pre_started {
+                    println!("    PreStartContainer -> ok");
+                }
+                let timings: Vec<String> = admission
+                    .timings
+                    .iter()
+                    .map(|(rpc, t)| format!("{rpc} {:.0} µs", t.as_secs_f64() * 1e6))
+                    .collect();
+                println!("    round trips: {}", timings.join(", "));
+            }
+            Err(error) => println!("  sample admission failed: {error}"),
+        }
+    }
+
+    let violations = kubelet.state().violations;
+    if !violations.is_empty() {
+        anyhow::bail!("the plugin broke the protocol: {violations:?}");
+    }
+    if args.once {
+        host.shutdown().await;
+        return Ok(());
+    }
+    println!(
+        "\nrunning; edit {} to reload live, Ctrl-C to stop",
+        args.config_dir.display()
+    );
+    let mut state = kubelet.wait_for("", Duration::ZERO, |_| true).await.ok();
+    let watch = async {
+        loop {
+            let before = state.clone();
+            let Ok(now) = kubelet
+                .wait_for("a change", Duration::from_secs(3600), |s| {
+                    before.as_ref().is_none_or(|b| {
+                        s.plugins.iter().map(|(k, p)| (k, &p.devices)).ne(b
+                            .plugins
+                            .iter()
+                            .map(|(k, p)| (k, &p.devices)))
+                    })
+                })
+                .await
+            else {
+                continue;
+            };
+            for (name, p) in &now.plugins {
+                let healthy = p.healthy_ids().len();
+                println!(
+                    "{name}: {} devices, {healthy} healthy",
+                    p.devices.len()
+                );
+            }
+            state = Some(now);
+        }
+    };
+    tokio::select! {
+        result = crate::wait_for_signal() => result?,
+        _ = watch => {}
+    }
+    host.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! `wasm-device-plugin`: the command line around the host. `run` serves
+//! the kubelet, `check` validates a config directory offline, `demo` runs
+//! the host against an in-process simulated kubelet. This binary owns
+//! logging, the metrics/health HTTP endpoint and signal handling; all
+//! device-plugin logic lives in `wdp-host`.
+
+mod demo;
+mod http;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use wdp_host::{Host, HostOptions, Metrics};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "wasm-device-plugin",
+    version,
+    about = "Kubernetes device plugin host whose per-device policy runs as WebAssembly components"
+)]
+struct Cli {
+    /// Log format: human-readable text or one JSON object per line. The
+    /// filter comes from RUST_LOG (default: info).
+    #[arg(long, value_enum, env = "WDP_LOG_FORMAT", default_value = "text", global = true)]
+    log_format: LogFormat,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve every resource of the config directory to the kubelet until
+    /// SIGTERM or SIGINT; reload live when the directory changes.
+    Run(RunArgs),
+    /// Validate the config directory and every guest, run discovery, and
+    /// print what each resource would advertise. Exits non-zero on error.
+    Check(CheckArgs),
+    /// Run the host on a config directory against an in-process simulated
+    /// kubelet, print what registered and advertised, admit a sample
+    /// container per resource, and keep running until interrupted.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Directory holding host.toml and one *.toml per resource; guests are
+    /// referenced relative to it. Watched for live reload.
+    #[arg(long, env = "WDP_CONFIG_DIR")]
+    config_dir: PathBuf,
+
+    /// The kubelet's device-plugin directory, where kubelet.sock lives and
+    /// where this host creates one socket per resource.
+    #[arg(long, env = "WDP_DEVICE_PLUGIN_DIR", default_value = "/var/lib/kubelet/device-plugins")]
+    device_plugin_dir: PathBuf,
+
+    /// Prefix for every hardware read (/sys, /dev), e.g. /host when the
+    /// node's root is mounted there. Paths given to the kubelet stay host paths.
+    #[arg(long, env = "WDP_HOST_ROOT", default_value = "/")]
+    host_root: PathBuf,
+
+    /// Address for /metrics, /healthz and /readyz, e.g. 0.0.0.0:9847.
+    /// Off when not given.
+    #[arg(long, env = "WDP_METRICS_ADDR")]
+    metrics_addr: Option<SocketAddr>,
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// Directory holding host.toml and one *.toml per resource.
+    #[arg(long, env = "WDP_CONFIG_DIR")]
+    config_dir: PathBuf,
+
+    /// Prefix for every hardware read (/sys, /dev).
+    #[arg(long, env = "WDP_HOST_ROOT", default_value = "/")]
+    host_root: PathBuf,
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run(args).await,
+            Command::Check(args) => check(args),
+            Command::Demo(args) => demo::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    let options = HostOptions {
+        config_dir: args.config_dir,
+        device_plugin_dir: args.device_plugin_dir,
+        host_root: args.host_root,
+    };
+    let host = Host::start(options, metrics)
+        .await
+        .context("refusing to start")?;
+    if let Some(addr) = args.metrics_addr {
+        http::serve(addr, host.clone()).await?;
+    }
+    tracing::info!("running; SIGTERM or SIGINT stops");
+    wait_for_signal().await?;
+    tracing::info!("stopping");
+    host.shutdown().await;
+    Ok(())
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let reports = wdp_host::check(&args.config_dir, &args.host_root)?;
+    if reports.is_empty() {
+        println!("{}: no resources configured", args.config_dir.display());
+    }
+    for r in reports {
+        println!("{} ({})", r.resource, r.file.display());
+        println!(
+            "  socket {}  pre-start-required={}  get-preferred-allocation={}",
+            r.socket, r.pre_start_required, r.get_preferred_allocation
+        );
+        for (hook, guest) in &r.hooks {
+            println!("  hook {hook}: {guest}");
+        }
+        println!(
+            "  {} devices ({} healthy)",
+            r.devices.len(),
+            r.devices.healthy_count()
+        );
+        for d in r.devices.devices() {
+            let nodes: Vec<String> = d.nodes.iter().map(|n| n.path.display().to_string()).collect();
+            let numa = if d.numa_nodes.is_empty() {
+                String::new()
+            } else {
+                format!(" numa={:?}", d.numa_nodes)
+            };
+            println!(
+                "    {} {}{numa} {}{}",
+                d.id,
+                if d.healthy { "Healthy" } else { "Unhealthy" },
+                nodes.join(","),
+                if d.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", d.reason)
+                }
+            );
+        }
+        for w in &r.warnings {
+            println!("  warning: {w}");
+        }
+    }
+    Ok(())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! `allocate-shaper`: an allocate guest.
+//!
+//! Adds `<PREFIX>_VISIBLE_DEVICES=<device ids, comma-separated>` (prefix from
+//! the config key `env-prefix`, default `WDP`) and the annotation
+//! `wasm-device-plugin/devices` with the same list. Keeps the default device
+//! specs, or, when the config key `cdi-kind` is set (e.g.
+//! `example.com/gpu`), answers CDI names `<kind>=<device-id>` instead of
+//! device specs.
+//!
+//! ```toml
+//! [guest-config]
+//! env-prefix = "NVIDIA"
+//! cdi-kind = "example.com/gpu"
+//! ```
+
+use wdp_guest_sdk::{Allocate, ContainerResponse, DeviceRef};
+
+struct AllocateShaper;
+
+/// Annotation key listing the allocated device IDs.
+const ANNOTATION: &str = "wasm-device-plugin/devices";
+
+fn valid_env_prefix(prefix: &str) -> bool {
+    !prefix.is_empty()
+        && !prefix.starts_with(|c: char| c.is_ascii_digit())
+        && prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl Allocate for AllocateShaper {
+    fn allocate(
+        devices: Vec<DeviceRef>,
+        default: ContainerResponse,
+    ) -> Result<ContainerResponse, String> {
+        let config = wdp_guest_sdk::config();
+        let prefix = config.get_or("env-prefix", "WDP").trim().to_string();
+        if !valid_env_prefix(&prefix) {
+            return Err(format!("guest-config env-prefix {prefix:?} is not a valid env name"));
+        }
+
+        // Device IDs without replica suffixes, in request order, once each.
+        let mut ids: Vec<&str> = Vec::with_capacity(devices.len());
+        for device in &devices {
+            if !ids.contains(&device.device_id.as_str()) {
+                ids.push(&device.device_id);
+            }
+        }
+        let list = ids.join(",");
+
+        let mut response = default;
+        response.envs.retain(|(key, _)| !key.ends_with("_VISIBLE_DEVICES") || !key.starts_with(&prefix));
+        response.envs.push((format!("{prefix}_VISIBLE_DEVICES"), list.clone()));
+        response.annotations.retain(|(key, _)| key != ANNOTATION);
+        response.annotations.push((ANNOTATION.to_string(), list));
+
+        if let Some(kind) = config.get("cdi-kind").map(str::trim).filter(|k| !k.is_empty()) {
+            if !kind.contains('/') {
+                return Err(format!("guest-config cdi-kind {kind:?} must look like vendor.com/class"));
+            }
+            response.devices.clear();
+            response.cdi_devices = ids.iter().map(|id| format!("{kind}={id}")).collect();
+        }
+        Ok(response)
+    }
+}
+
+wdp_guest_sdk::export_allocate!(AllocateShaper);

@@ -1,0 +1,352 @@
+//! The Rust guest SDK for wasm-device-plugin policy guests.
+//!
+//! A policy guest is a WebAssembly component (target `wasm32-wasip2`, crate
+//! type `cdylib`) that exports one or more of the five hook interfaces of the
+//! WIT package `wasm-device-plugin:policy` (`wit/policy.wit` at the root of
+//! the repository): `discovery`, `health`, `preferred-allocation`,
+//! `allocate` and `pre-start`. This crate runs `wit_bindgen::generate!` over
+//! that package once, re-exports the types under short names, and offers one
+//! trait and one export macro per hook, so a guest implements only the hooks
+//! it wants:
+//!
+//! ```ignore
+//! use wdp_guest_sdk::{Health, DeviceFacts, Verdict};
+//!
+//! struct Policy;
+//!
+//! impl Health for Policy {
+//!     fn check(devices: Vec<DeviceFacts>) -> Result<Vec<Verdict>, String> {
+//!         wdp_guest_sdk::info!("checking {} devices", devices.len());
+//!         Ok(Vec::new()) // keep the built-in verdicts
+//!     }
+//! }
+//!
+//! wdp_guest_sdk::export_health!(Policy);
+//! ```
+//!
+//! A guest that implements several hooks implements several traits on one
+//! type (or on several types) and invokes one export macro per hook.
+//!
+//! Host services ([`host`] and [`hardware`] imports) are available to every
+//! hook: [`config()`] returns the guest's `[guest-config]` table as a
+//! [`Config`], the logging macros ([`info!`], [`warn!`], ...) write into the
+//! host's log tagged with the guest and hook, and [`hardware::candidates`],
+//! [`hardware::read_attribute`] and [`hardware::write_attribute`] reach the
+//! hardware the resource selected (and nothing else).
+//!
+//! Guests run under a deadline and a memory cap, without any filesystem,
+//! network, environment or clock beyond what the imports give. A panic
+//! becomes a trap that fails only the current call; returning `Err(message)`
+//! is the polite way to fail and the message reaches the host's log.
+
+#![warn(missing_docs)]
+
+extern crate self as wdp_guest_sdk;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use wit_bindgen;
+}
+
+/// Bindings for the imports every guest may use (generated).
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        inline: "
+            package wdp:guest-sdk;
+            world imports {
+                import wasm-device-plugin:policy/host@0.1.0;
+                import wasm-device-plugin:policy/hardware@0.1.0;
+                import wasm-device-plugin:policy/types@0.1.0;
+            }
+        ",
+        path: "../../wit",
+        world: "wdp:guest-sdk/imports",
+        generate_all,
+        generate_unused_types: true,
+        runtime_path: "::wdp_guest_sdk::__private::wit_bindgen::rt",
+    });
+}
+
+macro_rules! hook_world {
+    ($module:ident, $world:literal, $macro_name:literal, $default_module:literal) => {
+        /// Bindings for one hook world (generated).
+        #[allow(missing_docs)]
+        #[doc(hidden)]
+        pub mod $module {
+            wit_bindgen::generate!({
+                path: "../../wit",
+                world: $world,
+                with: {
+                    "wasm-device-plugin:policy/types@0.1.0": crate::bindings::wasm_device_plugin::policy::types,
+                    "wasm-device-plugin:policy/host@0.1.0": crate::bindings::wasm_device_plugin::policy::host,
+                    "wasm-device-plugin:policy/hardware@0.1.0": crate::bindings::wasm_device_plugin::policy::hardware,
+                },
+                pub_export_macro: true,
+                export_macro_name: $macro_name,
+                default_bindings_module: $default_module,
+                runtime_path: "::wdp_guest_sdk::__private::wit_bindgen::rt",
+            });
+        }
+    };
+}
+
+hook_world!(
+    discovery_world,
+    "wasm-device-plugin:policy/discovery-guest@0.1.0",
+    "export_discovery",
+    "::wdp_guest_sdk::discovery_world"
+);
+hook_world!(
+    health_world,
+    "wasm-device-plugin:policy/health-guest@0.1.0",
+    "export_health",
+    "::wdp_guest_sdk::health_world"
+);
+hook_world!(
+    preferred_allocation_world,
+    "wasm-device-plugin:policy/preferred-allocation-guest@0.1.0",
+    "export_preferred_allocation",
+    "::wdp_guest_sdk::preferred_allocation_world"
+);
+hook_world!(
+    allocate_world,
+    "wasm-device-plugin:policy/allocate-guest@0.1.0",
+    "export_allocate",
+    "::wdp_guest_sdk::allocate_world"
+);
+hook_world!(
+    pre_start_world,
+    "wasm-device-plugin:policy/pre-start-guest@0.1.0",
+    "export_pre_start",
+    "::wdp_guest_sdk::pre_start_world"
+);
+
+pub use bindings::wasm_device_plugin::policy::{hardware, host};
+
+/// The data types shared by every hook.
+pub use bindings::wasm_device_plugin::policy::types::{
+    Candidate, CandidateKind, Device, DeviceNode, DeviceRef, NodeType,
+};
+pub use host::LogLevel;
+
+/// The `discovery` hook: candidates in, devices to advertise out.
+pub use discovery_world::exports::wasm_device_plugin::policy::discovery::Guest as Discovery;
+
+/// The `health` hook: devices with fresh facts in, verdicts out.
+pub use health_world::exports::wasm_device_plugin::policy::health::{
+    DeviceFacts, Guest as Health, Verdict,
+};
+
+/// The `preferred-allocation` hook: available devices, must-include and size
+/// in, the chosen IDs out.
+pub use preferred_allocation_world::exports::wasm_device_plugin::policy::preferred_allocation::{
+    Guest as PreferredAllocation, Request as PreferredRequest,
+};
+
+/// The `allocate` hook: one container's devices and the default response
+/// in, the container's response out.
+pub use allocate_world::exports::wasm_device_plugin::policy::allocate::{
+    ContainerResponse, DeviceSpec, Guest as Allocate, Mount,
+};
+
+/// The `pre-start` hook: one container's devices in, ok or an error out.
+pub use pre_start_world::exports::wasm_device_plugin::policy::pre_start::Guest as PreStart;
+
+/// Exports a type implementing [`Discovery`] as the guest's `discovery` hook.
+pub use discovery_world::export_discovery;
+/// Exports a type implementing [`Health`] as the guest's `health` hook.
+pub use health_world::export_health;
+/// Exports a type implementing [`PreferredAllocation`] as the guest's
+/// `preferred-allocation` hook.
+pub use preferred_allocation_world::export_preferred_allocation;
+/// Exports a type implementing [`Allocate`] as the guest's `allocate` hook.
+pub use allocate_world::export_allocate;
+/// Exports a type implementing [`PreStart`] as the guest's `pre-start` hook.
+pub use pre_start_world::export_pre_start;
+
+/// Looks up an attribute by name in a list of `(name, value)` pairs (the
+/// `attributes` of a candidate, device or device reference). The first
+/// match wins.
+pub fn attr<'a>(attributes: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    attributes
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+/// Splits a comma-separated list, trimming blanks and dropping empty items:
+/// `"0x10de, 0x1002,"` gives `["0x10de", "0x1002"]`.
+pub fn split_list(value: &str) -> Vec<&str> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .collect()
+}
+
+/// The guest's settings, the `[guest-config]` table of the resource's config
+/// file with every value rendered as a string. Get it with [`config()`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    entries: Vec<(String, String)>,
+}
+
+impl Config {
+    /// Wraps raw `(key, value)` pairs (useful in unit tests of a guest).
+    pub fn from_pairs(entries: Vec<(String, String)>) -> Self {
+        Self { entries }
+    }
+
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        attr(&self.entries, key)
+    }
+
+    /// The value of `key`, or `default` when unset.
+    pub fn get_or<'a>(&'a self, key: &str, default: &'a str) -> &'a str {
+        self.get(key).unwrap_or(default)
+    }
+
+    /// The value of `key` as a comma-separated list (empty when unset).
+    /// A TOML array rendered as a string (`["a", "b"]`) is accepted too.
+    pub fn list(&self, key: &str) -> Vec<String> {
+        let Some(value) = self.get(key) else {
+            return Vec::new();
+        };
+        let value = value.trim();
+        let value = value
+            .strip_prefix('[')
+            .and_then(|v| v.strip_suffix(']'))
+            .unwrap_or(value);
+        split_list(value)
+            .into_iter()
+            .map(|item| item.trim_matches(|c| c == '"' || c == '\'').to_string())
+            .filter(|item| !item.is_empty())
+            .collect()
+    }
+
+    /// The value of `key` parsed as `T`: `Ok(None)` when unset, an error
+    /// message naming the key when it does not parse.
+    pub fn parse<T: core::str::FromStr>(&self, key: &str) -> Result<Option<T>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(raw) => raw
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("guest-config key `{key}`: cannot parse {raw:?}")),
+        }
+    }
+
+    /// Every `(key, value)` pair, in the host's order.
+    pub fn entries(&self) -> &[(String, String)] {
+        &self.entries
+    }
+}
+
+/// Fetches the guest's settings from the host (`host.config`).
+pub fn config() -> Config {
+    Config {
+        entries: host::config(),
+    }
+}
+
+/// Writes one line into the host's log at `level`; the host tags it with
+/// the guest, the hook and the resource. Prefer the macros ([`info!`], ...).
+pub fn log(level: LogLevel, message: &str) {
+    host::log(level, message);
+}
+
+/// Logs a formatted line at `trace` level into the host's log.
+#[macro_export]
+macro_rules! trace {
+    ($($arg:tt)*) => { $crate::log($crate::LogLevel::Trace, &::std::format!($($arg)*)) };
+}
+/// Logs a formatted line at `debug` level into the host's log.
+#[macro_export]
+macro_rules! debug {
+    ($($arg:tt)*) => { $crate::log($crate::LogLevel::Debug, &::std::format!($($arg)*)) };
+}
+/// Logs a formatted line at `info` level into the host's log.
+#[macro_export]
+macro_rules! info {
+    ($($arg:tt)*) => { $crate::log($crate::LogLevel::Info, &::std::format!($($arg)*)) };
+}
+/// Logs a formatted line at `warn` level into the host's log.
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)*) => { $crate::log($crate::LogLevel::Warn, &::std::format!($($arg)*)) };
+}
+/// Logs a formatted line at `error` level into the host's log.
+#[macro_export]
+macro_rules! error {
+    ($($arg:tt)*) => { $crate::log($crate::LogLevel::Error, &::std::format!($($arg)*)) };
+}
+
+/// Convenience accessors on [`Candidate`].
+impl Candidate {
+    /// The value of the attribute `name`, if the candidate has it.
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        attr(&self.attributes, name)
+    }
+}
+
+/// Convenience accessors on [`Device`].
+impl Device {
+    /// The value of the attribute `name`, if the device has it.
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        attr(&self.attributes, name)
+    }
+}
+
+/// Convenience accessors on [`DeviceRef`].
+impl DeviceRef {
+    /// The value of the attribute `name`, if the device has it.
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        attr(&self.attributes, name)
+    }
+}
+
+/// Builders for hook answers.
+impl Verdict {
+    /// A healthy verdict for device `id`.
+    pub fn healthy(id: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            healthy: true,
+            reason: reason.into(),
+        }
+    }
+
+    /// An unhealthy verdict for device `id`.
+    pub fn unhealthy(id: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            healthy: false,
+            reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_lists_and_parse() {
+        let config = Config::from_pairs(vec![
+            ("vendors".into(), "0x10de, 0x1002,".into()),
+            ("arr".into(), "[\"a\", \"b\"]".into()),
+            ("replicas".into(), "3".into()),
+            ("bad".into(), "x".into()),
+        ]);
+        assert_eq!(config.list("vendors"), ["0x10de", "0x1002"]);
+        assert_eq!(config.list("arr"), ["a", "b"]);
+        assert!(config.list("missing").is_empty());
+        assert_eq!(config.parse::<u32>("replicas"), Ok(Some(3)));
+        assert_eq!(config.parse::<u32>("missing"), Ok(None));
+        assert!(config.parse::<u32>("bad").unwrap_err().contains("`bad`"));
+        assert_eq!(config.get_or("missing", "d"), "d");
+    }
+}

@@ -1,0 +1,8 @@
+//! End-to-end tests: the real `wasm-device-plugin` binary against the
+//! simulated kubelet on temporary sockets, with fixture host trees.
+//! Every wait is for an event (a registration, a device list), bounded by a
+//! generous timeout; no test sleeps for a fixed time.
+
+mod support;
+
+mod core;

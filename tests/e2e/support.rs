@@ -1,0 +1,149 @@
+//! Test harness: fixture trees, config directories and the plugin process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+use wdp_kubelet_sim::SimKubelet;
+
+/// Generous bound for events that normally take milliseconds.
+pub const WAIT: Duration = Duration::from_secs(15);
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_wasm-device-plugin")
+}
+
+/// A scratch world: host root, config dir and device-plugin folder.
+pub struct World {
+    pub tmp: TempDir,
+}
+
+impl World {
+    pub fn new() -> Self {
+        let tmp = tempfile::Builder::new().prefix("wdp-e2e-").tempdir().unwrap();
+        for d in ["root/dev", "config", "plugins"] {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        Self { tmp }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.tmp.path().join("root")
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.tmp.path().join("config")
+    }
+
+    pub fn plugins(&self) -> PathBuf {
+        self.tmp.path().join("plugins")
+    }
+
+    /// Creates a fake device node (a regular file) at host path `path`.
+    pub fn add_node(&self, path: &str) {
+        let real = self.root().join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+        std::fs::write(real, b"").unwrap();
+    }
+
+    pub fn remove_node(&self, path: &str) {
+        std::fs::remove_file(self.root().join(path.trim_start_matches('/'))).unwrap();
+    }
+
+    /// Writes a config file atomically (write + rename), as editors and
+    /// ConfigMap updates do.
+    pub fn write_config(&self, name: &str, text: &str) {
+        let tmp = self.config().join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(tmp, self.config().join(name)).unwrap();
+    }
+
+    pub async fn kubelet(&self) -> SimKubelet {
+        SimKubelet::start(self.plugins()).await.unwrap()
+    }
+
+    pub fn spawn(&self) -> Plugin {
+        Plugin::spawn(&[
+            "run",
+            "--config-dir",
+            self.config().to_str().unwrap(),
+            "--device-plugin-dir",
+            self.plugins().to_str().unwrap(),
+            "--host-root",
+            self.root().to_str().unwrap(),
+        ], self.tmp.path())
+    }
+
+    /// Sockets currently in the device-plugin folder, kubelet.sock excluded.
+    pub fn plugin_sockets(&self) -> Vec<String> {
+        use std::os::unix::fs::FileTypeExt;
+        let mut names: Vec<String> = std::fs::read_dir(self.plugins())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "kubelet.sock")
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// The plugin process; killed when dropped.
+pub struct Plugin {
+    child: tokio::process::Child,
+    log: PathBuf,
+}
+
+impl Plugin {
+    pub fn spawn(args: &[&str], dir: &Path) -> Self {
+        let log = dir.join(format!("plugin-{}.log", args.len()));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = tokio::process::Command::new(binary())
+            .args(args)
+            .env("RUST_LOG", "info,wdp_host=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Self { child, log }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("plugin still running")
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub async fn terminate(&mut self) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.wait(WAIT).await.expect("plugin did not exit after SIGTERM")
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub async fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(limit, self.child.wait())
+            .await
+            .ok()
+            .map(Result::unwrap)
+    }
+}
+
+/// Runs the binary to completion and returns (exit code, stdout, stderr).
+pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(binary()).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
