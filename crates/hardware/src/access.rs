@@ -7,9 +7,12 @@
 //!   when it would stay inside), no NUL, and is at most 4096 bytes;
 //! - the candidate's sysfs directory, resolved beneath the host root with
 //!   every symlink followed, must lie inside the (canonical) root;
-//! - `<that dir>/<name>`, with every symlink followed, must lie strictly
-//!   beneath it: a symlink out of the tree (`driver/…`, `iommu_group/…`,
-//!   `physfn/…`, anything absolute) is refused;
+//! - `<that dir>/<name>` is resolved one component at a time, every symlink
+//!   followed, and each step must stay beneath that directory (the last one
+//!   strictly beneath): a symlink out of the tree (`driver/…`,
+//!   `iommu_group/…`, `physfn/…`, anything absolute, a dangling link whose
+//!   target would be outside) is refused before anything beyond it is looked
+//!   at, so a guest cannot even probe what exists outside;
 //! - the file is opened without following a final symlink and without
 //!   blocking, and the opened file must be the resolved path (checked through
 //!   `/proc/self/fd` where mounted) and a regular file;
@@ -202,11 +205,32 @@ fn resolve(
     if !base.starts_with(&root_real) {
         return Err(ctx.outside());
     }
-    let real = std::fs::canonicalize(base.join(normal)).map_err(|e| ctx.io(e))?;
-    if real == base || !real.starts_with(&base) {
+    // One component at a time, so that a step leading out of the device
+    // directory is refused before anything beyond it is looked at (whether
+    // something exists outside is none of the guest's business).
+    let mut current = base.clone();
+    for part in normal.split('/') {
+        let next = current.join(part);
+        current = match std::fs::canonicalize(&next) {
+            Ok(real) if real.starts_with(&base) => real,
+            Ok(_) => return Err(ctx.outside()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // A dangling link: outside if its target would be.
+                if let Ok(target) = std::fs::read_link(&next) {
+                    let lexical = crate::root::normalize_host(&current.join(target));
+                    if !lexical.starts_with(&base) {
+                        return Err(ctx.outside());
+                    }
+                }
+                return Err(ctx.io(e));
+            }
+            Err(e) => return Err(ctx.io(e)),
+        };
+    }
+    if current == base {
         return Err(ctx.outside());
     }
-    Ok(Resolved { real })
+    Ok(Resolved { real: current })
 }
 
 /// Opens the resolved attribute without following a final symlink and

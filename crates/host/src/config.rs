@@ -430,8 +430,20 @@ pub fn parse_resource(
             optional: entry.optional,
         }));
     }
+    let first_pci = selectors.len();
     selectors.extend(raw.pci.into_iter().map(Selector::Pci));
+    let first_usb = selectors.len();
     selectors.extend(raw.usb.into_iter().map(Selector::Usb));
+    for (i, selector) in selectors.iter().enumerate() {
+        if let Err(error) = selector.validate() {
+            let field = match selector {
+                Selector::Nodes(_) => format!("nodes[{i}]"),
+                Selector::Pci(_) => format!("pci[{}]", i - first_pci),
+                Selector::Usb(_) => format!("usb[{}]", i - first_usb),
+            };
+            return Err(invalid(file, &field, error.to_string()));
+        }
+    }
 
     let mut hooks = Vec::new();
     let raw_hooks = [

@@ -11,7 +11,7 @@ use arc_swap::ArcSwap;
 use prost::Message;
 use tokio::sync::{Notify, watch};
 use tonic::Status;
-use wdp_hardware::{Candidate, HostRoot, Selector};
+use wdp_hardware::{Candidate, ChangeWatcher, HostRoot, Selector};
 use wdp_kubelet_api::v1beta1::{
     CdiDevice, ContainerAllocateResponse, DevicePluginOptions, DeviceSpec, Mount,
 };
@@ -89,6 +89,8 @@ struct DiscoveryState {
 pub struct Refreshed {
     pub set: DeviceSet,
     pub warnings: Vec<String>,
+    /// The candidates present now (to watch for changes).
+    pub candidates: Vec<Candidate>,
 }
 
 /// One configured resource, shared by its gRPC server, its refresh loop and
@@ -100,8 +102,11 @@ pub struct Resource {
     devices: watch::Sender<SharedDeviceSet>,
     discovery: Mutex<DiscoveryState>,
     metrics: Arc<Metrics>,
-    /// Wakes the refresh loop (hardware event, new spec).
+    /// Wakes the refresh loop (new spec, explicit request).
     refresh_wanted: Notify,
+    /// inotify on the selected hardware, where the kernel gives events;
+    /// `None` when it cannot be set up (polling still runs).
+    hardware: Option<ChangeWatcher>,
 }
 
 impl std::fmt::Debug for Resource {
@@ -121,16 +126,19 @@ impl Resource {
     ) -> Result<(Arc<Self>, Vec<String>), DiscoveryError> {
         let resource = Arc::new(Self {
             name: spec.config.resource.clone(),
-            root,
+            root: root.clone(),
             spec: ArcSwap::from_pointee(spec),
             devices: watch::Sender::new(Arc::new(DeviceSet::default())),
             discovery: Mutex::new(DiscoveryState::default()),
             metrics,
             refresh_wanted: Notify::new(),
+            hardware: ChangeWatcher::new(&root)
+                .inspect_err(|error| tracing::warn!(%error, "no hardware events; polling only"))
+                .ok(),
         });
         let refreshed = resource.compute(true)?;
         let warnings = refreshed.warnings.clone();
-        resource.publish(refreshed.set);
+        resource.publish(refreshed);
         Ok((resource, warnings))
     }
 
@@ -184,9 +192,20 @@ impl Resource {
         self.refresh_wanted.notify_one();
     }
 
-    /// Waits until a refresh is requested.
+    /// Waits until a refresh is requested or the watched hardware changes.
     pub async fn refresh_requested(&self) {
-        self.refresh_wanted.notified().await;
+        match &self.hardware {
+            Some(watcher) => {
+                let mut changes = watcher.subscribe();
+                tokio::select! {
+                    _ = self.refresh_wanted.notified() => {}
+                    alive = changes.changed() => if !alive {
+                        self.refresh_wanted.notified().await;
+                    },
+                }
+            }
+            None => self.refresh_wanted.notified().await,
+        }
     }
 
     /// Rescans hardware and reruns discovery and health; publishes a new
@@ -198,7 +217,7 @@ impl Resource {
                 for warning in &refreshed.warnings {
                     tracing::debug!(resource = %self.name, %warning, "hardware scan");
                 }
-                self.publish(refreshed.set)
+                self.publish(refreshed)
             }
             Err(error) => {
                 tracing::warn!(resource = %self.name, %error, "refresh failed; keeping the last device list");
@@ -213,7 +232,18 @@ impl Resource {
         compute_with(&self.name, &self.root, &spec, &mut state, strict, &self.metrics)
     }
 
-    fn publish(&self, set: DeviceSet) -> bool {
+    fn publish(&self, refreshed: Refreshed) -> bool {
+        if let Some(watcher) = &self.hardware {
+            let paths = wdp_hardware::watch_paths(
+                &self.root,
+                &self.spec.load().config.selectors,
+                &refreshed.candidates,
+            );
+            for warning in watcher.set_paths(&paths) {
+                tracing::debug!(resource = %self.name, %warning, "hardware watch");
+            }
+        }
+        let set = refreshed.set;
         let healthy = set.healthy_count();
         let unhealthy = set.len() - healthy;
         let changed = self.devices.send_if_modified(|current| {
@@ -511,7 +541,7 @@ impl HostServices for ResourceServices {
     fn candidates(&self) -> Vec<gt::Candidate> {
         self.candidates
             .iter()
-            .map(|c| guest_candidate(c, self.root.resolve_exists(c)))
+            .map(|c| guest_candidate(c, is_present(&self.root, c)))
             .collect()
     }
 
@@ -528,16 +558,13 @@ impl HostServices for ResourceServices {
 }
 
 /// Presence of a candidate right now, for `hardware.candidates()`.
-trait ResolveExists {
-    fn resolve_exists(&self, candidate: &Candidate) -> bool;
-}
-
-impl ResolveExists for HostRoot {
-    fn resolve_exists(&self, candidate: &Candidate) -> bool {
-        match &candidate.sysfs_dir {
-            Some(dir) => self.resolve(dir).exists(),
-            None => candidate.nodes.iter().all(|n| self.resolve(&n.path).exists()),
-        }
+fn is_present(root: &HostRoot, candidate: &Candidate) -> bool {
+    match &candidate.sysfs_dir {
+        Some(dir) => root.resolve(dir).exists(),
+        None => candidate
+            .nodes
+            .iter()
+            .all(|n| root.resolve(&n.path).exists()),
     }
 }
 
@@ -719,7 +746,11 @@ fn compute_with(
     }
     state.bases = bases;
     state.verdicts = verdicts;
-    Ok(Refreshed { set, warnings })
+    Ok(Refreshed {
+        set,
+        warnings,
+        candidates: tagged.into_iter().map(|(c, _)| c).collect(),
+    })
 }
 
 fn describe(selector: &Selector) -> String {

@@ -78,6 +78,9 @@ pub struct PluginRecord {
     pub lists_received: u64,
     /// Whether the `ListAndWatch` stream is open.
     pub streaming: bool,
+    /// Identifies this registration's stream, so a stream of an earlier
+    /// registration that ends late cannot touch this record.
+    stream_id: u64,
 }
 
 impl PluginRecord {
@@ -493,6 +496,7 @@ impl Registration for RegistrationService {
             )));
         }
         let resource = request.resource_name.clone();
+        let stream_id = NEXT_STREAM.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.state.send_modify(|s| {
             let registrations = s.plugins.get(&resource).map_or(0, |p| p.registrations) + 1;
             s.plugins.insert(
@@ -504,12 +508,14 @@ impl Registration for RegistrationService {
                     devices: Vec::new(),
                     lists_received: 0,
                     streaming: false,
+                    stream_id,
                 },
             );
         });
         tokio::spawn(list_and_watch(
             client,
             resource,
+            stream_id,
             self.state.clone(),
             self.stop.clone(),
         ));
@@ -518,9 +524,12 @@ impl Registration for RegistrationService {
 }
 
 /// Consumes a plugin's `ListAndWatch` stream into the state.
+static NEXT_STREAM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 async fn list_and_watch(
     mut client: DevicePluginClient<tonic::transport::Channel>,
     resource: String,
+    stream_id: u64,
     state: Arc<watch::Sender<SimState>>,
     stop: CancellationToken,
 ) {
@@ -534,8 +543,13 @@ async fn list_and_watch(
             return;
         }
     };
+    fn ours<'a>(s: &'a mut SimState, resource: &str, stream_id: u64) -> Option<&'a mut PluginRecord> {
+        s.plugins
+            .get_mut(resource)
+            .filter(|p| p.stream_id == stream_id)
+    }
     state.send_modify(|s| {
-        if let Some(p) = s.plugins.get_mut(&resource) {
+        if let Some(p) = ours(s, &resource, stream_id) {
             p.streaming = true;
         }
     });
@@ -556,7 +570,7 @@ async fn list_and_watch(
                         .push(format!("{resource}: device ID {:?} is longer than 63", d.id));
                 }
             }
-            if let Some(p) = s.plugins.get_mut(&resource) {
+            if let Some(p) = ours(s, &resource, stream_id) {
                 p.devices = list.devices;
                 p.lists_received += 1;
             }
@@ -564,7 +578,7 @@ async fn list_and_watch(
     }
     // The kubelet marks every device unhealthy when the stream ends.
     state.send_modify(|s| {
-        if let Some(p) = s.plugins.get_mut(&resource) {
+        if let Some(p) = ours(s, &resource, stream_id) {
             p.streaming = false;
             for d in &mut p.devices {
                 d.health = v1beta1::UNHEALTHY.to_owned();

@@ -1,8 +1,4 @@
 //! x
-#![allow(missing_docs)]
-mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "all-hooks",
-    });
-}
+pub mod types;
+#[allow(missing_docs)]
+mod bindings;

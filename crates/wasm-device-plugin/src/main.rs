@@ -85,9 +85,9 @@ struct CheckArgs {
     host_root: PathBuf,
 }
 
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat, default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -99,7 +99,12 @@ fn init_tracing(format: LogFormat) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format);
+    // The demo prints its own story; its logs only speak up for problems.
+    let default_filter = match cli.command {
+        Command::Demo(_) => "warn",
+        _ => "info",
+    };
+    init_tracing(cli.log_format, default_filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
