@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::fs::FileType;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -83,32 +84,57 @@ impl<'a> NodeResolver<'a> {
         host: &Path,
         hint: Option<(u32, u32)>,
     ) -> io::Result<Option<ResolvedNode>> {
-        // On `/` the kernel follows links; under another root, links are
-        // followed by hand so absolute targets stay beneath the root.
-        let (target, meta) = if self.root.is_slash() {
-            let meta = std::fs::metadata(host)?;
-            let is_link = std::fs::symlink_metadata(host)?.file_type().is_symlink();
-            let target = if is_link {
-                std::fs::canonicalize(host)?
-            } else {
-                host.to_path_buf()
-            };
-            (target, meta)
-        } else {
-            let target = self.root.follow_links(host)?;
-            let meta = std::fs::symlink_metadata(self.root.resolve(&target))?;
-            (target, meta)
+        self.resolve_typed(host, hint, None)
+    }
+
+    /// As [`resolve`](Self::resolve), with the path's own file type when a
+    /// directory listing already gave it (saves a `stat` for anything that
+    /// is not a device node or a symlink).
+    pub fn resolve_typed(
+        &mut self,
+        host: &Path,
+        hint: Option<(u32, u32)>,
+        known: Option<FileType>,
+    ) -> io::Result<Option<ResolvedNode>> {
+        let real = self.root.resolve(host);
+        let (own_type, mut meta) = match known {
+            Some(ft) => (ft, None),
+            None => {
+                let meta = std::fs::symlink_metadata(&real)?;
+                (meta.file_type(), Some(meta))
+            }
         };
-        let ft = meta.file_type();
+        let mut target = None;
+        let mut ft = own_type;
+        if own_type.is_symlink() {
+            // On `/` the kernel follows links; under another root, links are
+            // followed by hand so absolute targets stay beneath the root.
+            let (t, m) = if self.root.is_slash() {
+                (std::fs::canonicalize(host)?, std::fs::metadata(host)?)
+            } else {
+                let t = self.root.follow_links(host)?;
+                let m = std::fs::symlink_metadata(self.root.resolve(&t))?;
+                (t, m)
+            };
+            ft = m.file_type();
+            target = Some(t);
+            meta = Some(m);
+        }
         if ft.is_dir() {
             return Ok(None);
         }
-        let target = (target != host).then_some(target);
         let mut sysfs_dir = None;
-        let (node_type, major, minor) = if ft.is_char_device() {
-            (NodeType::Char, dev_major(meta.rdev()), dev_minor(meta.rdev()))
-        } else if ft.is_block_device() {
-            (NodeType::Block, dev_major(meta.rdev()), dev_minor(meta.rdev()))
+        let (node_type, major, minor) = if ft.is_char_device() || ft.is_block_device() {
+            let rdev = match meta {
+                Some(m) => m.rdev(),
+                None => std::fs::symlink_metadata(&real)?.rdev(),
+            };
+            let t = if ft.is_char_device() {
+                NodeType::Char
+            } else {
+                NodeType::Block
+            };
+            (t, dev_major(rdev), dev_minor(rdev))
         } else if let Some((major, minor)) = hint {
             (NodeType::Char, major, minor)
         } else {
@@ -201,68 +227,131 @@ pub(crate) fn check_pattern(pattern: &str) -> Result<(), HardwareError> {
             message: "must be an absolute host path".into(),
         });
     }
-    glob::Pattern::new(pattern).map_err(|e| HardwareError::BadPattern {
-        pattern: pattern.to_string(),
-        message: e.to_string(),
-    })?;
-    Ok(())
+    parts(pattern).map(drop)
+}
+
+/// Options for matching one path component.
+const MATCH: glob::MatchOptions = glob::MatchOptions {
+    case_sensitive: true,
+    require_literal_separator: true,
+    require_literal_leading_dot: true,
+};
+
+/// One component of a node pattern.
+enum Part {
+    Literal(String),
+    Wild(glob::Pattern),
+    /// `**`: this directory and every directory beneath it.
+    Recursive,
+}
+
+/// Splits and compiles a pattern (already checked to be absolute).
+fn parts(pattern: &str) -> Result<Vec<Part>, HardwareError> {
+    let mut parts = Vec::new();
+    for comp in pattern.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if comp == "**" {
+            parts.push(Part::Recursive);
+        } else if comp == ".." {
+            return Err(HardwareError::BadPattern {
+                pattern: pattern.to_string(),
+                message: "`..` is not allowed".into(),
+            });
+        } else if has_glob_meta(comp) {
+            let p = glob::Pattern::new(comp).map_err(|e| HardwareError::BadPattern {
+                pattern: pattern.to_string(),
+                message: e.to_string(),
+            })?;
+            parts.push(Part::Wild(p));
+        } else {
+            parts.push(Part::Literal(comp.to_string()));
+        }
+    }
+    Ok(parts)
+}
+
+/// Lists a directory (host path), sorted by name, with each entry's own type
+/// (from the listing, no `stat`). Missing or non-directories list as empty;
+/// other errors are recorded.
+fn list(root: &HostRoot, dir: &Path, issues: &mut GlobIssues) -> Vec<(String, FileType)> {
+    let entries = match std::fs::read_dir(root.resolve(dir)) {
+        Ok(e) => e,
+        Err(e) => {
+            if !matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) {
+                issues.push((dir.to_path_buf(), e));
+            }
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(String, FileType)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.file_type().ok()?)))
+        .collect();
+    out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Every directory at or beneath `dir` (not following symlinks), `dir` first.
+fn descend(root: &HostRoot, dir: &Path, issues: &mut GlobIssues, out: &mut Vec<(PathBuf, Option<FileType>)>) {
+    out.push((dir.to_path_buf(), None));
+    for (name, ft) in list(root, dir, issues) {
+        if ft.is_dir() && !name.starts_with('.') {
+            descend(root, &dir.join(name), issues, out);
+        }
+    }
 }
 
 /// Globs `pattern` (a host path glob) beneath the root and resolves every
 /// match that is not a directory. Sorted by path, unique.
+///
+/// The walk lists only the directories the pattern's wildcards need, and
+/// takes file types from the listings, so a match costs a `stat` only when
+/// it is a device node (for its numbers) or a symlink. `*`, `?` and `[…]`
+/// match within one component and not a leading `.`; `**` matches any
+/// number of directories. Symlinked directories are followed by the kernel
+/// except under `**`.
 pub(crate) fn glob_resolved(
     resolver: &mut NodeResolver<'_>,
     pattern: &str,
 ) -> Result<(Vec<ResolvedNode>, GlobIssues), HardwareError> {
     check_pattern(pattern)?;
     let root = resolver.root;
+    let parts = parts(pattern)?;
     let mut issues = Vec::new();
-    let mut found = Vec::new();
-    if !has_glob_meta(pattern) {
-        let host = crate::root::normalize_host(Path::new(pattern));
-        match resolver.resolve(&host, None) {
-            Ok(Some(node)) => found.push(node),
-            Ok(None) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => issues.push((host, e)),
-        }
-        return Ok((found, issues));
-    }
-    let full = if root.is_slash() {
-        pattern.to_string()
-    } else {
-        let escaped = glob::Pattern::escape(&root.path().to_string_lossy());
-        format!("{}/{}", escaped.trim_end_matches('/'), pattern.trim_start_matches('/'))
-    };
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: true,
-        require_literal_leading_dot: true,
-    };
-    let paths = glob::glob_with(&full, options).map_err(|e| HardwareError::BadPattern {
-        pattern: pattern.to_string(),
-        message: e.to_string(),
-    })?;
-    for item in paths {
-        let real = match item {
-            Ok(real) => real,
-            Err(e) => {
-                let path = root.display_path(e.path());
-                issues.push((path, e.into()));
+    // Host paths reached so far, with their type when a listing gave it.
+    let mut current: Vec<(PathBuf, Option<FileType>)> = vec![(PathBuf::from("/"), None)];
+    for part in &parts {
+        let mut next = Vec::new();
+        for (dir, ft) in &current {
+            // Only directories (or links that may lead to one) go on.
+            if ft.is_some_and(|t| !t.is_dir() && !t.is_symlink()) {
                 continue;
             }
-        };
-        let Some(host) = root.to_host_path(&real) else {
-            continue;
-        };
-        match resolver.resolve(&host, None) {
+            match part {
+                Part::Literal(name) => next.push((dir.join(name), None)),
+                Part::Recursive => descend(root, dir, &mut issues, &mut next),
+                Part::Wild(p) => {
+                    for (name, t) in list(root, dir, &mut issues) {
+                        if p.matches_with(&name, MATCH) {
+                            next.push((dir.join(name), Some(t)));
+                        }
+                    }
+                }
+            }
+        }
+        current = next;
+    }
+    current.sort_by(|a, b| a.0.cmp(&b.0));
+    current.dedup_by(|a, b| a.0 == b.0);
+    let mut found = Vec::with_capacity(current.len());
+    for (host, ft) in current {
+        match resolver.resolve_typed(&host, None, ft) {
             Ok(Some(node)) => found.push(node),
             Ok(None) => {}
+            // A literal path that is not there is simply not found.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && ft.is_none() => {}
             Err(e) => issues.push((host, e)),
         }
     }
-    found.sort_by(|a, b| a.node.path.cmp(&b.node.path));
-    found.dedup_by(|a, b| a.node.path == b.node.path);
     Ok((found, issues))
 }
 

@@ -42,17 +42,72 @@ const NODE_CLASSES: &[(&str, &str, &[&str])] = &[
     ("vfio-dev", "vfio/devices", &[]),
 ];
 
-/// The identifying facts of a function, read before the rest so selectors
-/// can reject it cheaply.
-#[derive(Clone, Debug)]
-pub(crate) struct PciIdentity<'a> {
-    pub address: &'a str,
-    pub vendor: u32,
-    pub device: Option<u32>,
-    pub class: Option<u32>,
-    pub subsystem_vendor: Option<u32>,
-    pub subsystem_device: Option<u32>,
-    pub driver: Option<&'a str>,
+/// The identifying facts of a function, as selectors ask for them. During a
+/// scan they are read on first use, so a selector that rejects a function
+/// by vendor costs one file read.
+pub(crate) trait PciFacts {
+    /// `0000:3b:00.0`.
+    fn address(&self) -> &str;
+    /// Vendor ID (always known: a function without one is skipped).
+    fn vendor(&self) -> u32;
+    /// Device ID.
+    fn device(&mut self) -> Option<u32>;
+    /// 24-bit class code.
+    fn class(&mut self) -> Option<u32>;
+    /// Subsystem vendor ID.
+    fn subsystem_vendor(&mut self) -> Option<u32>;
+    /// Subsystem device ID.
+    fn subsystem_device(&mut self) -> Option<u32>;
+    /// Bound driver's name.
+    fn driver(&mut self) -> Option<&str>;
+}
+
+/// [`PciFacts`] of a function being scanned, read lazily.
+struct LazyFacts<'s, 'r> {
+    scan: &'s mut PciScan<'r>,
+    /// Host path of the function's directory.
+    host: &'s Path,
+    address: &'s str,
+    vendor: u32,
+    device: Option<Option<u32>>,
+    class: Option<Option<u32>>,
+    subsystem_vendor: Option<Option<u32>>,
+    subsystem_device: Option<Option<u32>>,
+    driver: Option<Option<String>>,
+}
+
+impl PciFacts for LazyFacts<'_, '_> {
+    fn address(&self) -> &str {
+        self.address
+    }
+    fn vendor(&self) -> u32 {
+        self.vendor
+    }
+    fn device(&mut self) -> Option<u32> {
+        *self
+            .device
+            .get_or_insert_with(|| self.scan.hex_file(self.host, "device", true))
+    }
+    fn class(&mut self) -> Option<u32> {
+        *self
+            .class
+            .get_or_insert_with(|| self.scan.hex_file(self.host, "class", true))
+    }
+    fn subsystem_vendor(&mut self) -> Option<u32> {
+        *self
+            .subsystem_vendor
+            .get_or_insert_with(|| self.scan.hex_file(self.host, "subsystem_vendor", false))
+    }
+    fn subsystem_device(&mut self) -> Option<u32> {
+        *self
+            .subsystem_device
+            .get_or_insert_with(|| self.scan.hex_file(self.host, "subsystem_device", false))
+    }
+    fn driver(&mut self) -> Option<&str> {
+        self.driver
+            .get_or_insert_with(|| self.scan.driver_name(self.host))
+            .as_deref()
+    }
 }
 
 /// True when `name` looks like a PCI address, `DDDD:BB:DD.F` (domain of 4 or
@@ -148,7 +203,7 @@ impl FnDir {
 }
 
 /// Scans the PCI functions, keeping those `keep` accepts.
-pub(crate) fn scan_pci_filtered(root: &HostRoot, keep: &dyn Fn(&PciIdentity<'_>) -> bool) -> Scan {
+pub(crate) fn scan_pci_filtered(root: &HostRoot, keep: &dyn Fn(&mut dyn PciFacts) -> bool) -> Scan {
     let mut warnings = Vec::new();
     let names = list_bus(root, PCI_DEVICES, &mut warnings);
     let mut scan = PciScan {
@@ -175,18 +230,23 @@ impl PciScan<'_> {
         self.warnings.push(format!("{}: {what}", path.display()));
     }
 
-    /// Lists the directory an entry of the bus list points to.
-    fn open_function(&mut self, name: &str) -> Option<FnDir> {
+    /// Host path of the directory an entry of the bus list points to (not
+    /// checked to exist).
+    fn entry_dir(&mut self, name: &str) -> Option<PathBuf> {
         let link = Path::new(PCI_DEVICES).join(name);
-        let host = match std::fs::read_link(self.root.resolve(&link)) {
-            Ok(target) => link_target_host(&link, &target),
+        match std::fs::read_link(self.root.resolve(&link)) {
+            Ok(target) => Some(link_target_host(&link, &target)),
             // Not a symlink (a flattened tree): the entry is the directory.
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => link.clone(),
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => Some(link),
             Err(e) => {
                 self.warn(&link, format_args!("unreadable ({e}); function skipped"));
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// Lists a function's directory.
+    fn list_function(&mut self, host: PathBuf) -> Option<FnDir> {
         match std::fs::read_dir(self.root.resolve(&host)) {
             Ok(entries) => {
                 let mut names: Vec<String> = entries
@@ -196,18 +256,61 @@ impl PciScan<'_> {
                 names.sort_unstable();
                 Some(FnDir { host, names })
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                self.warn(
-                    &link,
-                    format_args!("dangling link to {}; function skipped", host.display()),
-                );
-                None
-            }
             Err(e) => {
                 self.warn(&host, format_args!("cannot list ({e}); function skipped"));
                 None
             }
         }
+    }
+
+    /// A hex attribute read without a listing; `required` makes its absence
+    /// a warning too.
+    fn hex_file(&mut self, dir: &Path, name: &str, required: bool) -> Option<u32> {
+        let path = dir.join(name);
+        let text = match read_trimmed(&self.root.resolve(&path)) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if required {
+                    self.warn(&path, "missing");
+                }
+                return None;
+            }
+            Err(e) => {
+                self.warn(&path, format_args!("unreadable: {e}"));
+                return None;
+            }
+        };
+        let value = parse_hex(&text);
+        if value.is_none() {
+            self.warn(&path, format_args!("not a hex number: {text:?}"));
+        }
+        value
+    }
+
+    /// Name of the driver the `driver` link names, when it is bound (a
+    /// dangling link is a warning).
+    fn driver_name(&mut self, dir: &Path) -> Option<String> {
+        let link = dir.join("driver");
+        let target = match std::fs::read_link(self.root.resolve(&link)) {
+            Ok(t) => link_target_host(&link, &t),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::InvalidInput
+                ) =>
+            {
+                return None;
+            }
+            Err(e) => {
+                self.warn(&link, format_args!("not a readable link: {e}"));
+                return None;
+            }
+        };
+        if std::fs::symlink_metadata(self.root.resolve(&target)).is_err() {
+            self.warn(&link, format_args!("dangling link to {}", target.display()));
+            return None;
+        }
+        target.file_name()?.to_str().map(str::to_string)
     }
 
     /// Reads a text attribute that the listing says exists; a read error is a
@@ -224,22 +327,6 @@ impl PciScan<'_> {
                 None
             }
         }
-    }
-
-    /// A hex attribute; `required` makes its absence a warning too.
-    fn hex(&mut self, dir: &FnDir, name: &str, required: bool) -> Option<u32> {
-        if !dir.has(name) {
-            if required {
-                self.warn(&dir.path(name), "missing");
-            }
-            return None;
-        }
-        let text = self.text(dir, name)?;
-        let value = parse_hex(&text);
-        if value.is_none() {
-            self.warn(&dir.path(name), format_args!("not a hex number: {text:?}"));
-        }
-        value
     }
 
     /// A decimal attribute.
@@ -279,7 +366,7 @@ impl PciScan<'_> {
     fn function(
         &mut self,
         name: &str,
-        keep: &dyn Fn(&PciIdentity<'_>) -> bool,
+        keep: &dyn Fn(&mut dyn PciFacts) -> bool,
     ) -> Option<Candidate> {
         if !is_pci_address(name) {
             self.warn(
@@ -288,41 +375,53 @@ impl PciScan<'_> {
             );
             return None;
         }
-        let dir = self.open_function(name)?;
-        if !dir.has("vendor") {
-            self.warn(&dir.path("vendor"), "missing; function skipped");
-            return None;
-        }
-        let text = self.text(&dir, "vendor")?;
+        let host = self.entry_dir(name)?;
+        let vendor_path = host.join("vendor");
+        let text = match read_trimmed(&self.root.resolve(&vendor_path)) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if self.root.resolve(&host).is_dir() {
+                    self.warn(&vendor_path, "missing; function skipped");
+                } else {
+                    self.warn(
+                        &Path::new(PCI_DEVICES).join(name),
+                        format_args!("dangling link to {}; function skipped", host.display()),
+                    );
+                }
+                return None;
+            }
+            Err(e) => {
+                self.warn(&vendor_path, format_args!("unreadable ({e}); function skipped"));
+                return None;
+            }
+        };
         let Some(vendor) = parse_hex(&text) else {
             self.warn(
-                &dir.path("vendor"),
+                &vendor_path,
                 format_args!("not a hex number: {text:?}; function skipped"),
             );
             return None;
         };
-        let device = self.hex(&dir, "device", true);
-        let class = self.hex(&dir, "class", true);
-        let subsystem_vendor = self.hex(&dir, "subsystem_vendor", false);
-        let subsystem_device = self.hex(&dir, "subsystem_device", false);
-        let driver_target = self.link(&dir, "driver");
-        let driver = driver_target
-            .as_deref()
-            .and_then(Path::file_name)
-            .and_then(|n| n.to_str())
-            .map(str::to_string);
-        let identity = PciIdentity {
+        let mut facts = LazyFacts {
+            scan: self,
+            host: &host,
             address: name,
             vendor,
-            device,
-            class,
-            subsystem_vendor,
-            subsystem_device,
-            driver: driver.as_deref(),
+            device: None,
+            class: None,
+            subsystem_vendor: None,
+            subsystem_device: None,
+            driver: None,
         };
-        if !keep(&identity) {
+        if !keep(&mut facts) {
             return None;
         }
+        let device = facts.device();
+        let class = facts.class();
+        let subsystem_vendor = facts.subsystem_vendor();
+        let subsystem_device = facts.subsystem_device();
+        let driver = facts.driver().map(str::to_string);
+        let dir = self.list_function(host)?;
 
         let mut attrs = BTreeMap::new();
         attrs.insert("pci.address".into(), name.to_string());

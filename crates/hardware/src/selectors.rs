@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::candidate::{Candidate, CandidateKind, Scan};
 use crate::error::HardwareError;
 use crate::nodes::{NodeResolver, ResolvedNode, glob_resolved, has_glob_meta};
-use crate::pci::{PciIdentity, scan_pci_filtered};
+use crate::pci::{PciFacts, scan_pci_filtered};
 use crate::root::HostRoot;
 use crate::sysfs::parse_hex;
 use crate::usb::{UsbIdentity, scan_usb_filtered};
@@ -192,34 +192,48 @@ impl CompiledPci {
         })
     }
 
-    pub(crate) fn matches(&self, id: &PciIdentity<'_>) -> bool {
-        fn eq(want: Option<u32>, have: Option<u32>) -> bool {
-            want.is_none() || want == have
-        }
+    /// True when every field given matches; the cheap facts are asked first
+    /// so a mismatch reads as little as possible.
+    pub(crate) fn matches(&self, f: &mut dyn PciFacts) -> bool {
         let options = glob::MatchOptions {
             case_sensitive: false,
             require_literal_separator: false,
             require_literal_leading_dot: false,
         };
-        eq(self.vendor, Some(id.vendor))
-            && eq(self.device, id.device)
-            && eq(self.subsystem_vendor, id.subsystem_vendor)
-            && eq(self.subsystem_device, id.subsystem_device)
-            && self
-                .class
-                .is_none_or(|(want, shift)| id.class.is_some_and(|c| c >> shift == want))
-            && self
-                .driver
-                .as_deref()
-                .is_none_or(|want| id.driver == Some(want))
-            && self.address.as_ref().is_none_or(|(pattern, short)| {
-                pattern.matches_with(id.address, options)
-                    || (*short
-                        && id
-                            .address
-                            .split_once(':')
-                            .is_some_and(|(_, rest)| pattern.matches_with(rest, options)))
-            })
+        if self.vendor.is_some_and(|v| v != f.vendor()) {
+            return false;
+        }
+        if let Some((pattern, short)) = &self.address {
+            let address = f.address();
+            let hit = pattern.matches_with(address, options)
+                || (*short
+                    && address
+                        .split_once(':')
+                        .is_some_and(|(_, rest)| pattern.matches_with(rest, options)));
+            if !hit {
+                return false;
+            }
+        }
+        if self.device.is_some() && self.device != f.device() {
+            return false;
+        }
+        if let Some((want, shift)) = self.class
+            && f.class().is_none_or(|c| c >> shift != want)
+        {
+            return false;
+        }
+        if self.subsystem_vendor.is_some() && self.subsystem_vendor != f.subsystem_vendor() {
+            return false;
+        }
+        if self.subsystem_device.is_some() && self.subsystem_device != f.subsystem_device() {
+            return false;
+        }
+        if let Some(want) = &self.driver
+            && f.driver() != Some(want.as_str())
+        {
+            return false;
+        }
+        true
     }
 }
 
@@ -316,7 +330,7 @@ pub fn discover(root: &HostRoot, selectors: &[Selector]) -> Result<Scan, Hardwar
         }
     };
     if !pci.is_empty() {
-        let scan = scan_pci_filtered(root, &|id| pci.iter().any(|s| s.matches(id)));
+        let scan = scan_pci_filtered(root, &|facts| pci.iter().any(|s| s.matches(facts)));
         add(scan, &mut found);
     }
     if !usb.is_empty() {
@@ -358,8 +372,43 @@ pub fn discover(root: &HostRoot, selectors: &[Selector]) -> Result<Scan, Hardwar
 mod tests {
     use super::*;
 
-    fn gpu<'a>() -> PciIdentity<'a> {
-        PciIdentity {
+    /// Facts known up front.
+    struct Known {
+        address: &'static str,
+        vendor: u32,
+        device: Option<u32>,
+        class: Option<u32>,
+        subsystem_vendor: Option<u32>,
+        subsystem_device: Option<u32>,
+        driver: Option<&'static str>,
+    }
+
+    impl PciFacts for Known {
+        fn address(&self) -> &str {
+            self.address
+        }
+        fn vendor(&self) -> u32 {
+            self.vendor
+        }
+        fn device(&mut self) -> Option<u32> {
+            self.device
+        }
+        fn class(&mut self) -> Option<u32> {
+            self.class
+        }
+        fn subsystem_vendor(&mut self) -> Option<u32> {
+            self.subsystem_vendor
+        }
+        fn subsystem_device(&mut self) -> Option<u32> {
+            self.subsystem_device
+        }
+        fn driver(&mut self) -> Option<&str> {
+            self.driver
+        }
+    }
+
+    fn gpu() -> Known {
+        Known {
             address: "0000:3b:00.0",
             vendor: 0x10de,
             device: Some(0x2330),
@@ -378,9 +427,8 @@ mod tests {
 
     #[test]
     fn pci_matching() {
-        let id = gpu();
-        let yes = |f: fn(&mut PciSelector)| assert!(pci(f).unwrap().matches(&id));
-        let no = |f: fn(&mut PciSelector)| assert!(!pci(f).unwrap().matches(&id));
+        let yes = |f: fn(&mut PciSelector)| assert!(pci(f).unwrap().matches(&mut gpu()));
+        let no = |f: fn(&mut PciSelector)| assert!(!pci(f).unwrap().matches(&mut gpu()));
         yes(|_| {});
         yes(|s| s.vendor = Some("10DE".into()));
         yes(|s| s.vendor = Some("0x10de".into()));

@@ -10,10 +10,25 @@ use crate::root::HostRoot;
 pub(crate) const DISCOVERY_READ_CAP: u64 = 64 * 1024;
 
 /// Reads a small text file, at most [`DISCOVERY_READ_CAP`] bytes, lossy UTF-8.
+///
+/// One `read` of a page is taken as the whole file when it comes back short
+/// (sysfs returns an attribute in one read), so a typical attribute costs
+/// three syscalls: open, read, close.
 pub(crate) fn read_string(path: &Path) -> io::Result<String> {
-    let file = std::fs::File::open(path)?;
-    let mut buf = Vec::with_capacity(64);
-    file.take(DISCOVERY_READ_CAP).read_to_end(&mut buf)?;
+    let mut file = std::fs::File::open(path)?;
+    let mut page = [0u8; 4096];
+    let n = loop {
+        match file.read(&mut page) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    };
+    if n < page.len() {
+        return Ok(String::from_utf8_lossy(&page[..n]).into_owned());
+    }
+    let mut buf = page.to_vec();
+    file.take(DISCOVERY_READ_CAP - n as u64).read_to_end(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 

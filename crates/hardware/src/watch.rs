@@ -108,7 +108,9 @@ impl ChangeWatcher {
         let (tx, _) = watch::channel(0u64);
         let tx = Arc::new(tx);
         let dropped: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
-        let (event_tx, event_dropped) = (Arc::clone(&tx), Arc::clone(&dropped));
+        // The callback holds the sender weakly, so dropping the watcher
+        // closes receivers at once, whatever notify's thread is doing.
+        let (event_tx, event_dropped) = (Arc::downgrade(&tx), Arc::clone(&dropped));
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             match res {
                 Ok(event) => {
@@ -125,7 +127,9 @@ impl ChangeWatcher {
                 }
                 Err(error) => tracing::warn!(%error, "hardware change watcher error"),
             }
-            event_tx.send_modify(|generation| *generation += 1);
+            if let Some(tx) = event_tx.upgrade() {
+                tx.send_modify(|generation| *generation += 1);
+            }
         })
         .map_err(|source| HardwareError::Watch {
             path: PathBuf::from("/"),

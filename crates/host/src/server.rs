@@ -184,6 +184,11 @@ async fn supervise(
         let mut warned_no_kubelet = false;
         let reason = loop {
             if need_register && tokio::time::Instant::now() >= retry {
+                // A restarting kubelet deletes our socket before it serves
+                // again: serve a fresh socket first, or the kubelet's dial-back fails.
+                if inode(&path) != our_inode {
+                    break Some("our socket was removed");
+                }
                 match register(&dir, &resource).await {
                     Ok(()) => {
                         need_register = false;

@@ -23,6 +23,7 @@ pub mod wit_types {
     pub use crate::types::*;
 
     /// The `types` interface has no functions.
+    #[allow(dead_code, reason = "named by the generated world code only")]
     pub trait Host {}
     impl<T: ?Sized> Host for T {}
 

@@ -1,4 +1,173 @@
-//! x
-pub mod types;
-#[allow(missing_docs)]
+//! The sandboxed runtime for wasm-device-plugin policy guests.
+//!
+//! Per-device policy (which devices to advertise, whether they are healthy,
+//! which to hand out together, what a container receives, what to check
+//! before it starts) runs as WebAssembly components written against the
+//! WIT package `wasm-device-plugin:policy@0.1.0` (`wit/policy.wit`). This
+//! crate hosts them: one [`PolicyEngine`] (a wasmtime engine with the
+//! component model, epoch interruption and the pooling allocator, plus an
+//! epoch ticker thread) loads guests with [`PolicyEngine::load_file`] —
+//! compiled once per content hash, their exports checked against the five
+//! hooks of a compatible WIT version, their imports against what the host
+//! provides, pre-linked once — and every hook call on a [`Guest`] runs in a
+//! fresh store under a deadline and a memory cap ([`CallLimits`]). A trap, a
+//! timeout, an out-of-memory or a guest's `Err` fails that call only, as a
+//! [`CallError`] naming the guest and the hook.
+//!
+//! Guests get the `host` and `hardware` imports (served by the caller's
+//! [`HostServices`]) and the WASI p2 imports their toolchains add, served
+//! from an empty context: no files, no environment, no arguments, no
+//! network, clocks frozen at zero, stdin closed, stdout discarded, stderr
+//! kept (bounded) only to explain a trap. Blocking WASI calls (sleeping,
+//! waiting on a pollable) trap, since an epoch deadline cannot interrupt a
+//! blocked host thread.
+//!
+//! The data types in [`types`] mirror the WIT records one to one; the host
+//! never handles generated binding types.
+//!
+//! Calls are synchronous: from async code run them in
+//! `tokio::task::spawn_blocking`.
+
 mod bindings;
+mod engine;
+pub mod error;
+mod guest;
+mod hook;
+mod host;
+pub mod types;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use engine::{EngineSettings, PolicyEngine};
+pub use error::{CallError, CallErrorKind, LoadError, PolicyError};
+pub use guest::Guest;
+pub use hook::{Hook, UnknownHook};
+pub use types::{
+    Candidate, CandidateKind, ContainerResponse, Device, DeviceFacts, DeviceNode, DeviceRef,
+    DeviceSpec, Mount, NodeType, PreferredRequest, Verdict,
+};
+
+/// The WIT package version this host implements (guests built against any
+/// `0.1.x` load).
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// Limits of one hook call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallLimits {
+    /// Wall-clock deadline of the call, instantiation included (enforced
+    /// with the engine's epoch tick as granularity).
+    pub timeout: Duration,
+    /// Memory cap of the guest's instance, in bytes (clamped to
+    /// [`EngineSettings::max_memory_bytes`]).
+    pub memory_bytes: u64,
+}
+
+impl Default for CallLimits {
+    /// 1 s and 64 MiB.
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(1),
+            memory_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the host gives a guest during one call; the `hardware` imports
+/// delegate here.
+pub trait HostServices: Send + Sync {
+    /// `hardware.candidates`: the candidates the resource's selectors
+    /// matched, freshly read.
+    fn candidates(&self) -> Vec<Candidate>;
+    /// `hardware.read-attribute`: a sysfs attribute beneath a candidate.
+    fn read_attribute(&self, candidate_id: &str, name: &str) -> Result<String, String>;
+    /// `hardware.write-attribute`: refused unless granted by config.
+    fn write_attribute(&self, candidate_id: &str, name: &str, value: &str) -> Result<(), String>;
+}
+
+/// [`HostServices`] with no hardware at all: no candidates, every read and
+/// write refused. Handy for smoke tests and `check` runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoHardware;
+
+impl HostServices for NoHardware {
+    fn candidates(&self) -> Vec<Candidate> {
+        Vec::new()
+    }
+
+    fn read_attribute(&self, candidate_id: &str, name: &str) -> Result<String, String> {
+        Err(format!("no hardware: cannot read {name} of {candidate_id}"))
+    }
+
+    fn write_attribute(&self, candidate_id: &str, name: &str, _value: &str) -> Result<(), String> {
+        Err(format!("no hardware: cannot write {name} of {candidate_id}"))
+    }
+}
+
+/// Everything one call needs besides its input.
+#[derive(Clone)]
+pub struct CallContext {
+    /// Deadline and memory cap.
+    pub limits: CallLimits,
+    /// Serves the `hardware` imports.
+    pub services: Arc<dyn HostServices>,
+    /// What `host.config` returns: the resource's `[guest-config]` table,
+    /// values rendered as strings.
+    pub config: Arc<Vec<(String, String)>>,
+    /// The resource name, for log lines.
+    pub resource: String,
+}
+
+impl CallContext {
+    /// A context with `limits`, no hardware, no config and no resource.
+    pub fn new(limits: CallLimits) -> Self {
+        Self {
+            limits,
+            services: Arc::new(NoHardware),
+            config: Arc::new(Vec::new()),
+            resource: String::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("limits", &self.limits)
+            .field("config", &self.config)
+            .field("resource", &self.resource)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One finished hook call, as told to a [`CallObserver`].
+#[derive(Clone, Copy, Debug)]
+pub struct CallEvent<'a> {
+    /// Guest name.
+    pub guest: &'a str,
+    /// The hook called.
+    pub hook: Hook,
+    /// [`CallContext::resource`].
+    pub resource: &'a str,
+    /// Wall time of the call, instantiation included.
+    pub duration: Duration,
+    /// `None` on success.
+    pub error: Option<CallErrorKind>,
+}
+
+/// Told about every finished call (wire it to metrics); set in
+/// [`EngineSettings::observer`]. Must be cheap: it runs on the calling
+/// thread.
+pub trait CallObserver: Send + Sync {
+    /// One call finished.
+    fn call_finished(&self, event: &CallEvent<'_>);
+}
+
+impl<F> CallObserver for F
+where
+    F: Fn(&CallEvent<'_>) + Send + Sync,
+{
+    fn call_finished(&self, event: &CallEvent<'_>) {
+        self(event)
+    }
+}

@@ -1,0 +1,155 @@
+//! Benchmark: the NUMA / link-locality packing scorer as a guest
+//! (`numa-packing`, instantiated per call like every hook call) against the
+//! same code (`wdp-packing-core`) compiled natively, at 8, 64 and 1,024
+//! devices; plus the compile time of every example guest.
+//!
+//! Run in release: `cargo run --release -p wdp-policy --example bench_scorer`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use wdp_guest_artifacts as artifacts;
+use wdp_policy::{
+    CallContext, CallLimits, DeviceNode, DeviceRef, EngineSettings, NodeType, PolicyEngine,
+    PreferredRequest,
+};
+
+/// A request like the host builds one: `n` devices on two NUMA nodes,
+/// eight to a PCI switch, with the attributes the hardware layer reports.
+fn request(n: usize) -> PreferredRequest {
+    let available = (0..n)
+        .map(|i| {
+            let bus = 0x10 + i;
+            let address = format!("0000:{:02x}:{:02x}.0", bus / 32, bus % 32);
+            let numa = (i * 2 / n.max(1)) as i64;
+            let switch = format!("/sys/devices/pci0000:{:02x}/0000:{:02x}:01.0", i / 8, i / 8);
+            let attributes = vec![
+                ("pci.address".to_string(), address.clone()),
+                ("pci.vendor".to_string(), "0x10de".to_string()),
+                ("pci.device".to_string(), "0x2330".to_string()),
+                ("pci.class".to_string(), "0x030200".to_string()),
+                ("pci.driver".to_string(), "nvidia".to_string()),
+                ("pci.numa-node".to_string(), numa.to_string()),
+                ("pci.path".to_string(), format!("{switch}/{address}")),
+            ];
+            DeviceRef {
+                id: address.clone(),
+                device_id: address,
+                numa_nodes: vec![numa],
+                attributes,
+                nodes: vec![DeviceNode {
+                    path: format!("/dev/nvidia{i}"),
+                    node_type: NodeType::Char,
+                    major: 195,
+                    minor: i as u32,
+                }],
+            }
+        })
+        .collect::<Vec<_>>();
+    let must_include = vec![available[n / 2].id.clone()];
+    PreferredRequest {
+        available,
+        must_include,
+        size: (n / 4).max(1) as u32,
+    }
+}
+
+/// What the guest does, natively: borrow the request, pack, own the IDs.
+fn native(request: &PreferredRequest) -> Vec<String> {
+    let items: Vec<_> = request
+        .available
+        .iter()
+        .map(|d| wdp_packing_core::Item::new(&d.id, &d.numa_nodes, &d.attributes))
+        .collect();
+    let must: Vec<&str> = request.must_include.iter().map(String::as_str).collect();
+    wdp_packing_core::choose(&items, &must, request.size as usize)
+        .expect("packable")
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() - 1) as f64 * p).round() as usize;
+    samples[index]
+}
+
+fn measure(iterations: usize, mut f: impl FnMut()) -> Vec<Duration> {
+    for _ in 0..iterations.div_ceil(10) {
+        f(); // warm up
+    }
+    (0..iterations)
+        .map(|_| {
+            let started = Instant::now();
+            f();
+            started.elapsed()
+        })
+        .collect()
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn main() {
+    let engine = PolicyEngine::new(EngineSettings::default()).expect("engine");
+    println!("pooling allocator: {}", engine.uses_pooling());
+
+    println!("\ncompile time per guest (median of 5, fresh compile each time):");
+    for (name, path) in artifacts::EXAMPLES {
+        let bytes = std::fs::read(path).expect("guest");
+        let mut samples = measure(5, || engine.compile_only(&bytes).expect("compiles"));
+        println!(
+            "  {name:<16} {:>7} KiB  {:>8.1} ms",
+            bytes.len() / 1024,
+            percentile(&mut samples, 0.5).as_secs_f64() * 1e3
+        );
+    }
+    let started = Instant::now();
+    let guest = engine
+        .load_file(std::path::Path::new(artifacts::NUMA_PACKING))
+        .expect("load");
+    println!(
+        "  full load of numa-packing (compile + checks + pre-link + type-check instance): {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    );
+
+    let ctx = CallContext::new(CallLimits {
+        timeout: Duration::from_secs(1),
+        memory_bytes: 64 * 1024 * 1024,
+    });
+    let mut empty = measure(2000, || {
+        black_box(guest.choose(&ctx, &PreferredRequest::default()).expect("empty"));
+    });
+    println!(
+        "\nempty call (instantiate + trivial call) p50 {}  p99 {}",
+        us(percentile(&mut empty, 0.5)),
+        us(percentile(&mut empty, 0.99))
+    );
+
+    println!(
+        "\n{:>6}  {:>12}  {:>12}  {:>12}  {:>7}",
+        "devices", "guest p50", "guest p99", "native p50", "ratio"
+    );
+    for (n, iterations) in [(8, 3000), (64, 2000), (1024, 300)] {
+        let request = request(n);
+        let expected = native(&request);
+        assert_eq!(guest.choose(&ctx, &request).expect("guest"), expected);
+        let mut guest_samples = measure(iterations, || {
+            black_box(guest.choose(&ctx, black_box(&request)).expect("guest"));
+        });
+        let mut native_samples = measure(iterations, || {
+            black_box(native(black_box(&request)));
+        });
+        let guest_p50 = percentile(&mut guest_samples, 0.5);
+        let native_p50 = percentile(&mut native_samples, 0.5);
+        println!(
+            "{n:>6}  {:>12}  {:>12}  {:>12}  {:>6.1}x",
+            us(guest_p50),
+            us(percentile(&mut guest_samples, 0.99)),
+            us(native_p50),
+            guest_p50.as_secs_f64() / native_p50.as_secs_f64()
+        );
+    }
+}

@@ -1,0 +1,510 @@
+//! A loaded guest: compiled, checked and pre-linked; calls instantiate it
+//! into a fresh store under the call's limits.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::component::{
+    Component, ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
+};
+use wasmtime::{Store, Trap};
+
+use crate::engine::Shared;
+use crate::error::{CallError, LoadError};
+use crate::host::{BlockingDenied, CallInfo, CallState};
+use crate::types::{
+    Candidate, ContainerResponse, Device, DeviceFacts, DeviceRef, PreferredRequest, Verdict,
+};
+use crate::{CallContext, CallEvent, CallLimits, Hook, NoHardware};
+
+/// The WIT package every hook belongs to.
+const PACKAGE: &str = "wasm-device-plugin:policy";
+/// The package version this host implements.
+const HOST_VERSION: &str = "0.1.0";
+/// The guest versions it accepts.
+const HOST_RANGE: &str = "0.1.x";
+/// The longest guest error message kept.
+const MAX_GUEST_MESSAGE: usize = 4096;
+
+/// One exported hook: where its function is and under which export name.
+#[derive(Clone)]
+struct HookExport {
+    export: String,
+    func: ComponentExportIndex,
+}
+
+/// What is shared by every guest loaded from the same bytes.
+pub(crate) struct Prepared {
+    hash: String,
+    pre: InstancePre<CallState>,
+    hooks: Vec<Hook>,
+    exports: [Option<HookExport>; 5],
+}
+
+impl Prepared {
+    pub(crate) fn new(
+        shared: &Shared,
+        name: &str,
+        hash: &str,
+        bytes: &[u8],
+    ) -> Result<Self, LoadError> {
+        let component =
+            Component::new(&shared.engine, bytes).map_err(|e| LoadError::Compile {
+                guest: name.to_string(),
+                detail: format!("{e:#}"),
+            })?;
+
+        // Exports: only hooks of a compatible version, each once, at least one.
+        let mut names: [Option<String>; 5] = Default::default();
+        for (export, _) in component.component_type().exports(&shared.engine) {
+            let hook = classify_export(name, export)?;
+            if let Some(first) = &names[hook.index()] {
+                return Err(LoadError::DuplicateHook {
+                    guest: name.to_string(),
+                    hook,
+                    first: first.clone(),
+                    second: export.to_string(),
+                });
+            }
+            names[hook.index()] = Some(export.to_string());
+        }
+        if names.iter().all(Option::is_none) {
+            return Err(LoadError::NoHook {
+                guest: name.to_string(),
+            });
+        }
+
+        // Imports: the linker names what it cannot satisfy.
+        let pre = shared
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| import_error(name, &e))?;
+
+        let mut exports: [Option<HookExport>; 5] = Default::default();
+        let mut hooks = Vec::new();
+        for hook in Hook::ALL {
+            let Some(export) = names[hook.index()].take() else {
+                continue;
+            };
+            let signature = |detail: String| LoadError::Signature {
+                guest: name.to_string(),
+                hook,
+                export: export.clone(),
+                detail,
+            };
+            let instance = component
+                .get_export_index(None, export.as_str())
+                .ok_or_else(|| signature("not an exported instance".into()))?;
+            let func = component
+                .get_export_index(Some(&instance), hook.function())
+                .ok_or_else(|| {
+                    signature(format!("function `{}` is missing", hook.function()))
+                })?;
+            exports[hook.index()] = Some(HookExport { export, func });
+            hooks.push(hook);
+        }
+
+        let prepared = Self {
+            hash: hash.to_string(),
+            pre,
+            hooks,
+            exports,
+        };
+        prepared.type_check(shared, name)?;
+        Ok(prepared)
+    }
+
+    /// Instantiates once under the load limits and checks that every
+    /// exported hook function has the WIT signature.
+    fn type_check(&self, shared: &Shared, name: &str) -> Result<(), LoadError> {
+        let guest: Arc<str> = Arc::from(name);
+        let limits = shared.load_limits;
+        let info = CallInfo {
+            guest: Arc::clone(&guest),
+            hook: None,
+            resource: String::new(),
+            services: Arc::new(NoHardware),
+            config: Arc::new(Vec::new()),
+        };
+        let mut store = new_store(shared, info, limits);
+        let instance = self.pre.instantiate(&mut store).map_err(|error| LoadError::Check {
+            guest: name.to_string(),
+            source: classify(&guest, self.hooks[0], limits, &store, error, true),
+        })?;
+        for hook in &self.hooks {
+            let Some(export) = &self.exports[hook.index()] else {
+                continue;
+            };
+            typecheck(*hook, &mut store, &instance, &export.func).map_err(|e| {
+                LoadError::Signature {
+                    guest: name.to_string(),
+                    hook: *hook,
+                    export: export.export.clone(),
+                    detail: format!("{e:#}"),
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Maps an export name to its hook, refusing anything else.
+fn classify_export(guest: &str, export: &str) -> Result<Hook, LoadError> {
+    let unknown = || LoadError::UnknownExport {
+        guest: guest.to_string(),
+        export: export.to_string(),
+    };
+    let (path, version) = match export.split_once('@') {
+        Some((path, version)) => (path, Some(version)),
+        None => (export, None),
+    };
+    let Some((package, interface)) = path.split_once('/') else {
+        return Err(unknown());
+    };
+    if package != PACKAGE {
+        return Err(unknown());
+    }
+    let hook: Hook = interface.parse().map_err(|_| unknown())?;
+    let incompatible = |found: &str| LoadError::IncompatibleVersion {
+        guest: guest.to_string(),
+        export: export.to_string(),
+        found: found.to_string(),
+        host: HOST_VERSION,
+        host_range: HOST_RANGE,
+    };
+    let Some(version) = version else {
+        return Err(incompatible("none"));
+    };
+    let parsed = semver::Version::parse(version).map_err(|_| incompatible(version))?;
+    if parsed.major != 0 || parsed.minor != 1 || !parsed.pre.is_empty() {
+        return Err(incompatible(version));
+    }
+    Ok(hook)
+}
+
+/// Turns the linker's refusal into an error naming the import.
+fn import_error(guest: &str, error: &wasmtime::Error) -> LoadError {
+    let detail = format!("{error:#}");
+    // The linker's message reads "component imports instance `a`, but ...:
+    // instance export `b` ...": keep the backticked names.
+    let mut names = Vec::new();
+    let mut rest = detail.as_str();
+    while let Some(start) = rest.find('`') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('`') else { break };
+        names.push(&after[..end]);
+        rest = &after[end + 1..];
+    }
+    let import = match names.as_slice() {
+        [] => "?".to_string(),
+        [only] => (*only).to_string(),
+        [instance, item, ..] => format!("{instance}#{item}"),
+    };
+    LoadError::UnknownImport {
+        guest: guest.to_string(),
+        import,
+        detail,
+    }
+}
+
+fn typecheck(
+    hook: Hook,
+    store: &mut Store<CallState>,
+    instance: &Instance,
+    func: &ComponentExportIndex,
+) -> wasmtime::Result<()> {
+    match hook {
+        Hook::Discovery => instance
+            .get_typed_func::<(&[Candidate],), (Result<Vec<Device>, String>,)>(store, func)
+            .map(drop),
+        Hook::Health => instance
+            .get_typed_func::<(&[DeviceFacts],), (Result<Vec<Verdict>, String>,)>(store, func)
+            .map(drop),
+        Hook::PreferredAllocation => instance
+            .get_typed_func::<(&PreferredRequest,), (Result<Vec<String>, String>,)>(store, func)
+            .map(drop),
+        Hook::Allocate => instance
+            .get_typed_func::<(&[DeviceRef], &ContainerResponse), (Result<ContainerResponse, String>,)>(
+                store, func,
+            )
+            .map(drop),
+        Hook::PreStart => instance
+            .get_typed_func::<(&[DeviceRef],), (Result<(), String>,)>(store, func)
+            .map(drop),
+    }
+}
+
+fn new_store(shared: &Shared, info: CallInfo, limits: CallLimits) -> Store<CallState> {
+    let memory = limits.memory_bytes.min(shared.max_memory_bytes);
+    let mut store = Store::new(&shared.engine, CallState::new(info, memory));
+    store.limiter(|state| &mut state.limiter);
+    store.set_epoch_deadline(shared.deadline_ticks(limits.timeout));
+    store.epoch_deadline_trap();
+    store
+}
+
+/// Sorts a wasmtime error from instantiation or a call into a [`CallError`].
+fn classify(
+    guest: &str,
+    hook: Hook,
+    limits: CallLimits,
+    store: &Store<CallState>,
+    error: wasmtime::Error,
+    instantiating: bool,
+) -> CallError {
+    let guest = guest.to_string();
+    if let Some(detail) = &store.data().limiter.exceeded {
+        return CallError::OutOfMemory {
+            guest,
+            hook,
+            limit: limits.memory_bytes,
+            detail: detail.clone(),
+        };
+    }
+    let trap = error.downcast_ref::<Trap>().copied();
+    if trap == Some(Trap::Interrupt) {
+        return CallError::Timeout {
+            guest,
+            hook,
+            timeout: limits.timeout,
+        };
+    }
+    if instantiating && trap.is_none() {
+        return CallError::Instantiate {
+            guest,
+            hook,
+            detail: format!("{error:#}"),
+        };
+    }
+    let mut detail = if let Some(denied) = error.downcast_ref::<BlockingDenied>() {
+        denied.to_string()
+    } else if let Some(trap) = trap {
+        trap.to_string()
+    } else {
+        root_cause(&error)
+    };
+    let stderr = store.data().stderr();
+    let stderr = stderr
+        .lines()
+        .filter(|line| !line.starts_with("note: run with `RUST_BACKTRACE=1`"))
+        .flat_map(str::split_whitespace)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if !stderr.is_empty() {
+        detail.push_str("; guest stderr: ");
+        detail.push_str(&stderr);
+    }
+    tracing::debug!(guest = %guest, hook = %hook, error = ?error, "guest call failed");
+    CallError::Trap {
+        guest,
+        hook,
+        detail,
+    }
+}
+
+fn root_cause(error: &wasmtime::Error) -> String {
+    let full = format!("{error:#}");
+    full.rsplit(": ").next().unwrap_or(&full).to_string()
+}
+
+/// A policy guest, loaded and checked: call its hooks from any thread.
+///
+/// Every call instantiates the pre-linked guest into a fresh, short-lived
+/// store under the call's deadline and memory cap; a trap, timeout or
+/// out-of-memory fails that call only. Calls are synchronous and may take
+/// up to their timeout: from async code call them inside
+/// `tokio::task::spawn_blocking` (never directly on a runtime worker
+/// thread).
+pub struct Guest {
+    name: String,
+    guest: Arc<str>,
+    prepared: Arc<Prepared>,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Guest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guest")
+            .field("name", &self.name)
+            .field("content_hash", &self.prepared.hash)
+            .field("hooks", &self.prepared.hooks)
+            .finish()
+    }
+}
+
+impl Guest {
+    pub(crate) fn new(name: String, prepared: Arc<Prepared>, shared: Arc<Shared>) -> Self {
+        Self {
+            guest: Arc::from(name.as_str()),
+            name,
+            prepared,
+            shared,
+        }
+    }
+
+    /// The guest's name (the file name when loaded from a file).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Lower-case hex SHA-256 of the guest's bytes.
+    pub fn content_hash(&self) -> &str {
+        &self.prepared.hash
+    }
+
+    /// The hooks the guest exports, in WIT order.
+    pub fn hooks(&self) -> &[Hook] {
+        &self.prepared.hooks
+    }
+
+    /// Whether the guest exports `hook`.
+    pub fn exports(&self, hook: Hook) -> bool {
+        self.prepared.exports[hook.index()].is_some()
+    }
+
+    /// `discovery.discover`: the devices to advertise.
+    pub fn discover(
+        &self,
+        ctx: &CallContext,
+        candidates: &[Candidate],
+    ) -> Result<Vec<Device>, CallError> {
+        self.call::<(&[Candidate],), Vec<Device>>(ctx, Hook::Discovery, (candidates,))
+    }
+
+    /// `health.check`: verdicts for (some of) the devices.
+    pub fn check_health(
+        &self,
+        ctx: &CallContext,
+        devices: &[DeviceFacts],
+    ) -> Result<Vec<Verdict>, CallError> {
+        self.call::<(&[DeviceFacts],), Vec<Verdict>>(ctx, Hook::Health, (devices,))
+    }
+
+    /// `preferred-allocation.choose`: the preferred device IDs (unvalidated:
+    /// the host checks them before answering the kubelet).
+    pub fn choose(
+        &self,
+        ctx: &CallContext,
+        request: &PreferredRequest,
+    ) -> Result<Vec<String>, CallError> {
+        self.call::<(&PreferredRequest,), Vec<String>>(ctx, Hook::PreferredAllocation, (request,))
+    }
+
+    /// `allocate.allocate`: the container's response (unvalidated).
+    pub fn allocate(
+        &self,
+        ctx: &CallContext,
+        devices: &[DeviceRef],
+        default: &ContainerResponse,
+    ) -> Result<ContainerResponse, CallError> {
+        self.call::<(&[DeviceRef], &ContainerResponse), ContainerResponse>(
+            ctx,
+            Hook::Allocate,
+            (devices, default),
+        )
+    }
+
+    /// `pre-start.pre-start`: ok, or the guest's refusal as
+    /// [`CallError::GuestError`].
+    pub fn pre_start(&self, ctx: &CallContext, devices: &[DeviceRef]) -> Result<(), CallError> {
+        self.call::<(&[DeviceRef],), ()>(ctx, Hook::PreStart, (devices,))
+    }
+
+    /// Calls every exported hook once with empty input (`discover([])`,
+    /// `check([])`, `choose` of nothing with size 0, `allocate([], default)`,
+    /// `pre-start([])`) under `ctx`'s limits: run it on a freshly loaded
+    /// guest before putting it in service. The first failure is returned.
+    pub fn smoke_test(&self, ctx: &CallContext) -> Result<(), CallError> {
+        for hook in self.hooks() {
+            match hook {
+                Hook::Discovery => self.discover(ctx, &[]).map(drop)?,
+                Hook::Health => self.check_health(ctx, &[]).map(drop)?,
+                Hook::PreferredAllocation => {
+                    self.choose(ctx, &PreferredRequest::default()).map(drop)?
+                }
+                Hook::Allocate => self
+                    .allocate(ctx, &[], &ContainerResponse::default())
+                    .map(drop)?,
+                Hook::PreStart => self.pre_start(ctx, &[])?,
+            }
+        }
+        Ok(())
+    }
+
+    fn call<P, T>(&self, ctx: &CallContext, hook: Hook, params: P) -> Result<T, CallError>
+    where
+        P: ComponentNamedList + Lower,
+        T: Lift + 'static,
+        (Result<T, String>,): ComponentNamedList + Lift,
+    {
+        let started = Instant::now();
+        let result = self.call_inner::<P, T>(ctx, hook, params);
+        if let Some(observer) = &self.shared.observer {
+            observer.call_finished(&CallEvent {
+                guest: &self.name,
+                hook,
+                resource: &ctx.resource,
+                duration: started.elapsed(),
+                error: result.as_ref().err().map(CallError::kind),
+            });
+        }
+        result
+    }
+
+    fn call_inner<P, T>(&self, ctx: &CallContext, hook: Hook, params: P) -> Result<T, CallError>
+    where
+        P: ComponentNamedList + Lower,
+        T: Lift + 'static,
+        (Result<T, String>,): ComponentNamedList + Lift,
+    {
+        let Some(export) = &self.prepared.exports[hook.index()] else {
+            return Err(CallError::NotExported {
+                guest: self.name.clone(),
+                hook,
+            });
+        };
+        let limits = CallLimits {
+            timeout: ctx.limits.timeout,
+            memory_bytes: ctx.limits.memory_bytes.min(self.shared.max_memory_bytes),
+        };
+        let info = CallInfo {
+            guest: Arc::clone(&self.guest),
+            hook: Some(hook),
+            resource: ctx.resource.clone(),
+            services: Arc::clone(&ctx.services),
+            config: Arc::clone(&ctx.config),
+        };
+        let mut store = new_store(&self.shared, info, limits);
+        let instance = match self.prepared.pre.instantiate(&mut store) {
+            Ok(instance) => instance,
+            Err(error) => return Err(classify(&self.name, hook, limits, &store, error, true)),
+        };
+        let func = instance
+            .get_typed_func::<P, (Result<T, String>,)>(&mut store, &export.func)
+            .map_err(|e| CallError::Instantiate {
+                guest: self.name.clone(),
+                hook,
+                detail: format!("{e:#}"),
+            })?;
+        match func.call(&mut store, params) {
+            Ok((Ok(value),)) => Ok(value),
+            Ok((Err(mut message),)) => {
+                if message.len() > MAX_GUEST_MESSAGE {
+                    let mut end = MAX_GUEST_MESSAGE;
+                    while !message.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    message.truncate(end);
+                    message.push_str("...");
+                }
+                Err(CallError::GuestError {
+                    guest: self.name.clone(),
+                    hook,
+                    message,
+                })
+            }
+            Err(error) => Err(classify(&self.name, hook, limits, &store, error, false)),
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Figures for the kubelet-facing path, measured on the real binary against
+//! the simulated kubelet (run with `cargo bench -p wasm-device-plugin`):
+//! re-registration time after a kubelet restart, Allocate and
+//! GetPreferredAllocation round trips over the Unix socket with the
+//! built-in policy, and the host's idle RSS with four resources.
+
+use std::time::{Duration, Instant};
+
+use wdp_kubelet_api::v1beta1::{
+    AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest,
+    PreferredAllocationRequest,
+};
+use wdp_kubelet_sim::SimKubelet;
+
+const RESOURCES: [&str; 4] = [
+    "bench.example.com/fuse",
+    "bench.example.com/tun",
+    "bench.example.com/kvm",
+    "bench.example.com/loop",
+];
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[i]
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let config = tmp.path().join("config");
+    let plugins = tmp.path().join("plugins");
+    for d in [&config, &plugins, &root.join("dev/net")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    for node in ["dev/fuse", "dev/net/tun", "dev/kvm", "dev/loop0", "dev/loop1", "dev/loop2", "dev/loop3"] {
+        std::fs::write(root.join(node), b"").unwrap();
+    }
+    let files = [
+        ("fuse.toml", RESOURCES[0], "/dev/fuse", "replicas = 64\n"),
+        ("tun.toml", RESOURCES[1], "/dev/net/tun", "replicas = 8\n"),
+        ("kvm.toml", RESOURCES[2], "/dev/kvm", "replicas = 8\n"),
+        ("loop.toml", RESOURCES[3], "/dev/loop[0-9]*", ""),
+    ];
+    for (file, resource, path, extra) in files {
+        std::fs::write(
+            config.join(file),
+            format!("version = 1\nresource = \"{resource}\"\n[[nodes]]\npath = \"{path}\"\n{extra}"),
+        )
+        .unwrap();
+    }
+
+    let mut kubelet = SimKubelet::start(&plugins).await.unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasm-device-plugin"))
+        .args(["run", "--config-dir"])
+        .arg(&config)
+        .arg("--device-plugin-dir")
+        .arg(&plugins)
+        .arg("--host-root")
+        .arg(&root)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let wait = Duration::from_secs(10);
+    for r in RESOURCES {
+        kubelet.wait_registered(r, 1, wait).await.unwrap();
+    }
+    let idle_rss = rss_kib(pid);
+
+    // Allocate and GetPreferredAllocation round trips, one connection.
+    let mut client = kubelet.client(RESOURCES[0]).await.unwrap();
+    let ids: Vec<String> = kubelet.plugin(RESOURCES[0]).unwrap().healthy_ids();
+    let rounds = 2_000;
+    let mut allocate = Vec::with_capacity(rounds);
+    let mut preferred = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let started = Instant::now();
+        client
+            .allocate(AllocateRequest {
+                container_requests: vec![ContainerAllocateRequest {
+                    devices_ids: vec![ids[i % ids.len()].clone()],
+                }],
+            })
+            .await
+            .unwrap();
+        allocate.push(started.elapsed());
+        let started = Instant::now();
+        client
+            .get_preferred_allocation(PreferredAllocationRequest {
+                container_requests: vec![ContainerPreferredAllocationRequest {
+                    available_device_i_ds: ids.clone(),
+                    must_include_device_i_ds: vec![],
+                    allocation_size: 4,
+                }],
+            })
+            .await
+            .unwrap();
+        preferred.push(started.elapsed());
+    }
+    let busy_rss = rss_kib(pid);
+
+    // Kubelet restarts: time until every resource registered again.
+    let restarts = 50;
+    let mut reregister = Vec::with_capacity(restarts);
+    for _ in 0..restarts {
+        let started = Instant::now();
+        kubelet.restart().await.unwrap();
+        for r in RESOURCES {
+            kubelet.wait_registered(r, 1, wait).await.unwrap();
+        }
+        reregister.push(started.elapsed());
+    }
+
+    println!("wasm-device-plugin kubelet protocol figures (4 resources, {} devices)", ids.len() + 8 + 8 + 4);
+    println!(
+        "  Allocate round trip:               p50 {:>8.1} µs   p99 {:>8.1} µs  ({rounds} calls)",
+        percentile(&mut allocate, 0.5).as_secs_f64() * 1e6,
+        percentile(&mut allocate, 0.99).as_secs_f64() * 1e6
+    );
+    println!(
+        "  GetPreferredAllocation round trip: p50 {:>8.1} µs   p99 {:>8.1} µs  (size 4 of {})",
+        percentile(&mut preferred, 0.5).as_secs_f64() * 1e6,
+        percentile(&mut preferred, 0.99).as_secs_f64() * 1e6,
+        ids.len()
+    );
+    println!(
+        "  re-registration after restart:     p50 {:>8.1} ms   p99 {:>8.1} ms  ({restarts} restarts, all 4 resources)",
+        percentile(&mut reregister, 0.5).as_secs_f64() * 1e3,
+        percentile(&mut reregister, 0.99).as_secs_f64() * 1e3
+    );
+    println!(
+        "  RSS: idle {:.1} MiB, after {} RPCs {:.1} MiB",
+        idle_rss as f64 / 1024.0,
+        rounds * 2,
+        busy_rss as f64 / 1024.0
+    );
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+}
