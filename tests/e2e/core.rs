@@ -177,7 +177,9 @@ async fn kubelet_restarts_are_followed_by_registration() {
             assert!(!record.devices.is_empty());
         }
         // Admission works against the new kubelet.
-        kubelet.admit(FUSE, 1).await.unwrap();
+        if let Err(e) = kubelet.admit(FUSE, 1).await {
+            panic!("round {round}: {e}\n{:#?}\n{}", kubelet.state(), _plugin.log());
+        }
     }
 }
 

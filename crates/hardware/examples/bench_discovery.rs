@@ -5,6 +5,9 @@
 //! until the receiver wakes, and until a rescan shows it, is measured.
 //!
 //! Run: `cargo run --release -p wdp-hardware --example bench_discovery [ITERATIONS]`
+//! (the tree goes to `/dev/shm` when present, like sysfs and devtmpfs an
+//! in-memory filesystem; set `BENCH_DIR` to put it elsewhere; `BENCH_ONLY=text`
+//! runs only the scenarios whose name contains `text`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -119,9 +122,26 @@ fn report(name: &str, mut times: Vec<Duration>, found: usize) {
     );
 }
 
+/// CPU time (user + system) of the whole process so far, all threads, from
+/// `/proc/self/stat` (USER_HZ = 100 ticks a second on Linux): other load on
+/// the machine does not inflate it the way it does wall time.
+fn cpu_time() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 fn bench(root: &HostRoot, name: &str, selectors: &[Selector], iterations: usize) {
+    if let Ok(only) = std::env::var("BENCH_ONLY")
+        && !name.contains(&only)
+    {
+        return;
+    }
     let warm = discover(root, selectors).unwrap();
     assert!(warm.warnings.is_empty(), "{:?}", &warm.warnings[..3.min(warm.warnings.len())]);
+    let cpu_start = cpu_time();
     let times = (0..iterations)
         .map(|_| {
             let start = Instant::now();
@@ -131,7 +151,11 @@ fn bench(root: &HostRoot, name: &str, selectors: &[Selector], iterations: usize)
             elapsed
         })
         .collect();
+    let cpu = cpu_start.zip(cpu_time()).map(|(a, b)| (b - a) / iterations as u32);
     report(name, times, warm.candidates.len());
+    if let Some(cpu) = cpu {
+        println!("{:<48} {:>13} mean CPU    {:>8.2} ms", "", "", cpu.as_secs_f64() * 1e3);
+    }
 }
 
 fn main() {
@@ -139,7 +163,15 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100);
-    let dir = tempfile::tempdir().unwrap();
+    // sysfs and devtmpfs live in memory: build the tree on tmpfs when the
+    // machine has one (/dev/shm), else in the default temp dir.
+    let dir = match std::env::var_os("BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d).unwrap(),
+        None if Path::new("/dev/shm").is_dir() => tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    };
     let start = Instant::now();
     let gpus = generate(dir.path());
     println!(
@@ -177,6 +209,9 @@ fn main() {
     );
 
     // Change latency: remove a node, wait for the signal, rescan.
+    if std::env::var_os("BENCH_ONLY").is_some() {
+        return;
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

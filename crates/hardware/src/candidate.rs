@@ -96,13 +96,11 @@ pub enum CandidateKind {
 /// | `usb.numa-node` | `numa_node` of the nearest ancestor (the host controller) when ≥ 0 |
 /// | `usb.path` | host path of the device's directory under `/sys/devices` |
 ///
-/// Device nodes (`kind == Node`):
+/// Device nodes (`kind == Node`; type and numbers are in `nodes[0]`):
 ///
 /// | key | value |
 /// |---|---|
 /// | `node.path` | the node's host path |
-/// | `node.type` | `char`, `block` or `other` |
-/// | `node.major`, `node.minor` | device numbers (decimal) |
 /// | `node.target` | host path the node's symlink finally points to (only when the path is a symlink) |
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Candidate {

@@ -17,6 +17,7 @@
 mod access;
 mod candidate;
 mod error;
+mod fsat;
 pub mod nodes;
 pub mod numa;
 pub mod pci;

@@ -54,6 +54,46 @@ pub(crate) fn has_glob_meta(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
+/// What a directory listing says an entry is (`d_type`), when it says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EntryKind {
+    Dir,
+    Symlink,
+    CharDevice,
+    BlockDevice,
+    /// Regular files, FIFOs, sockets.
+    Other,
+}
+
+impl EntryKind {
+    fn from_rustix(t: rustix::fs::FileType) -> Option<Self> {
+        use rustix::fs::FileType as T;
+        Some(match t {
+            T::Directory => Self::Dir,
+            T::Symlink => Self::Symlink,
+            T::CharacterDevice => Self::CharDevice,
+            T::BlockDevice => Self::BlockDevice,
+            T::RegularFile | T::Fifo | T::Socket => Self::Other,
+            // Filesystems without d_type: stat to find out.
+            _ => return None,
+        })
+    }
+
+    fn from_std(t: FileType) -> Self {
+        if t.is_dir() {
+            Self::Dir
+        } else if t.is_symlink() {
+            Self::Symlink
+        } else if t.is_char_device() {
+            Self::CharDevice
+        } else if t.is_block_device() {
+            Self::BlockDevice
+        } else {
+            Self::Other
+        }
+    }
+}
+
 /// A node as resolved: the reported node, plus where it leads.
 #[derive(Clone, Debug)]
 pub(crate) struct ResolvedNode {
@@ -84,7 +124,8 @@ impl<'a> NodeResolver<'a> {
         host: &Path,
         hint: Option<(u32, u32)>,
     ) -> io::Result<Option<ResolvedNode>> {
-        self.resolve_typed(host, hint, None)
+        self.resolve_typed(host.to_path_buf(), hint, None)
+            .map_err(|(_, e)| e)
     }
 
     /// As [`resolve`](Self::resolve), with the path's own file type when a
@@ -92,21 +133,45 @@ impl<'a> NodeResolver<'a> {
     /// is not a device node or a symlink).
     pub fn resolve_typed(
         &mut self,
+        host: PathBuf,
+        hint: Option<(u32, u32)>,
+        known: Option<EntryKind>,
+    ) -> Result<Option<ResolvedNode>, (PathBuf, io::Error)> {
+        match self.classify(&host, hint, known) {
+            Ok(Some((node_type, major, minor, target, sysfs_dir))) => Ok(Some(ResolvedNode {
+                node: DeviceNode {
+                    path: host,
+                    node_type,
+                    major,
+                    minor,
+                },
+                target,
+                sysfs_dir,
+            })),
+            Ok(None) => Ok(None),
+            Err(e) => Err((host, e)),
+        }
+    }
+
+    /// Type, numbers, symlink target and sysfs dir of the node at `host`;
+    /// `None` for a directory.
+    #[allow(clippy::type_complexity)]
+    fn classify(
+        &mut self,
         host: &Path,
         hint: Option<(u32, u32)>,
-        known: Option<FileType>,
-    ) -> io::Result<Option<ResolvedNode>> {
-        let real = self.root.resolve(host);
-        let (own_type, mut meta) = match known {
-            Some(ft) => (ft, None),
+        known: Option<EntryKind>,
+    ) -> io::Result<Option<(NodeType, u32, u32, Option<PathBuf>, Option<PathBuf>)>> {
+        let (own_kind, mut meta) = match known {
+            Some(kind) => (kind, None),
             None => {
-                let meta = std::fs::symlink_metadata(&real)?;
-                (meta.file_type(), Some(meta))
+                let meta = std::fs::symlink_metadata(self.root.resolve(host))?;
+                (EntryKind::from_std(meta.file_type()), Some(meta))
             }
         };
         let mut target = None;
-        let mut ft = own_type;
-        if own_type.is_symlink() {
+        let mut kind = own_kind;
+        if own_kind == EntryKind::Symlink {
             // On `/` the kernel follows links; under another root, links are
             // followed by hand so absolute targets stay beneath the root.
             let (t, m) = if self.root.is_slash() {
@@ -116,20 +181,20 @@ impl<'a> NodeResolver<'a> {
                 let m = std::fs::symlink_metadata(self.root.resolve(&t))?;
                 (t, m)
             };
-            ft = m.file_type();
+            kind = EntryKind::from_std(m.file_type());
             target = Some(t);
             meta = Some(m);
         }
-        if ft.is_dir() {
+        if kind == EntryKind::Dir {
             return Ok(None);
         }
         let mut sysfs_dir = None;
-        let (node_type, major, minor) = if ft.is_char_device() || ft.is_block_device() {
+        let (node_type, major, minor) = if matches!(kind, EntryKind::CharDevice | EntryKind::BlockDevice) {
             let rdev = match meta {
                 Some(m) => m.rdev(),
-                None => std::fs::symlink_metadata(&real)?.rdev(),
+                None => std::fs::symlink_metadata(self.root.resolve(host))?.rdev(),
             };
-            let t = if ft.is_char_device() {
+            let t = if kind == EntryKind::CharDevice {
                 NodeType::Char
             } else {
                 NodeType::Block
@@ -137,6 +202,8 @@ impl<'a> NodeResolver<'a> {
             (t, dev_major(rdev), dev_minor(rdev))
         } else if let Some((major, minor)) = hint {
             (NodeType::Char, major, minor)
+        } else if self.index().is_empty() {
+            (NodeType::Other, 0, 0)
         } else {
             let index = self.index();
             let lookup = |p: &Path| {
@@ -153,16 +220,7 @@ impl<'a> NodeResolver<'a> {
                 None => (NodeType::Other, 0, 0),
             }
         };
-        Ok(Some(ResolvedNode {
-            node: DeviceNode {
-                path: host.to_path_buf(),
-                node_type,
-                major,
-                minor,
-            },
-            target,
-            sysfs_dir,
-        }))
+        Ok(Some((node_type, major, minor, target, sysfs_dir)))
     }
 
     /// Host path of the sysfs directory of a char/block node, through the
@@ -270,31 +328,48 @@ fn parts(pattern: &str) -> Result<Vec<Part>, HardwareError> {
 }
 
 /// Lists a directory (host path), sorted by name, with each entry's own type
-/// (from the listing, no `stat`). Missing or non-directories list as empty;
-/// other errors are recorded.
-fn list(root: &HostRoot, dir: &Path, issues: &mut GlobIssues) -> Vec<(String, FileType)> {
-    let entries = match std::fs::read_dir(root.resolve(dir)) {
-        Ok(e) => e,
+/// when the listing gives it (no `stat`). Missing or non-directories list as
+/// empty; other errors are recorded.
+fn list(root: &HostRoot, dir: &Path, issues: &mut GlobIssues) -> Vec<(String, Option<EntryKind>)> {
+    let listed = crate::fsat::open_dir(&root.resolve(dir)).and_then(|fd| {
+        let mut out = Vec::new();
+        let mut entries = rustix::fs::Dir::new(fd)?;
+        while let Some(entry) = entries.read() {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if let Ok(name) = std::str::from_utf8(name) {
+                out.push((name.to_string(), EntryKind::from_rustix(entry.file_type())));
+            }
+        }
+        Ok(out)
+    });
+    match listed {
+        Ok(mut out) => {
+            out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            out
+        }
         Err(e) => {
             if !matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) {
                 issues.push((dir.to_path_buf(), e));
             }
-            return Vec::new();
+            Vec::new()
         }
-    };
-    let mut out: Vec<(String, FileType)> = entries
-        .flatten()
-        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.file_type().ok()?)))
-        .collect();
-    out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    out
+    }
 }
 
 /// Every directory at or beneath `dir` (not following symlinks), `dir` first.
-fn descend(root: &HostRoot, dir: &Path, issues: &mut GlobIssues, out: &mut Vec<(PathBuf, Option<FileType>)>) {
+fn descend(
+    root: &HostRoot,
+    dir: &Path,
+    issues: &mut GlobIssues,
+    out: &mut Vec<(PathBuf, Option<EntryKind>)>,
+) {
     out.push((dir.to_path_buf(), None));
-    for (name, ft) in list(root, dir, issues) {
-        if ft.is_dir() && !name.starts_with('.') {
+    for (name, kind) in list(root, dir, issues) {
+        if kind == Some(EntryKind::Dir) && !name.starts_with('.') {
             descend(root, &dir.join(name), issues, out);
         }
     }
@@ -318,12 +393,12 @@ pub(crate) fn glob_resolved(
     let parts = parts(pattern)?;
     let mut issues = Vec::new();
     // Host paths reached so far, with their type when a listing gave it.
-    let mut current: Vec<(PathBuf, Option<FileType>)> = vec![(PathBuf::from("/"), None)];
+    let mut current: Vec<(PathBuf, Option<EntryKind>)> = vec![(PathBuf::from("/"), None)];
     for part in &parts {
         let mut next = Vec::new();
         for (dir, ft) in &current {
             // Only directories (or links that may lead to one) go on.
-            if ft.is_some_and(|t| !t.is_dir() && !t.is_symlink()) {
+            if ft.is_some_and(|k| !matches!(k, EntryKind::Dir | EntryKind::Symlink)) {
                 continue;
             }
             match part {
@@ -332,7 +407,7 @@ pub(crate) fn glob_resolved(
                 Part::Wild(p) => {
                     for (name, t) in list(root, dir, &mut issues) {
                         if p.matches_with(&name, MATCH) {
-                            next.push((dir.join(name), Some(t)));
+                            next.push((dir.join(name), t));
                         }
                     }
                 }
@@ -340,16 +415,20 @@ pub(crate) fn glob_resolved(
         }
         current = next;
     }
-    current.sort_by(|a, b| a.0.cmp(&b.0));
-    current.dedup_by(|a, b| a.0 == b.0);
+    // Sorted listings expanded in order give sorted, unique paths; only `**`
+    // can reorder or repeat them.
+    if parts.iter().any(|p| matches!(p, Part::Recursive)) {
+        current.sort_by(|a, b| a.0.cmp(&b.0));
+        current.dedup_by(|a, b| a.0 == b.0);
+    }
     let mut found = Vec::with_capacity(current.len());
     for (host, ft) in current {
-        match resolver.resolve_typed(&host, None, ft) {
+        match resolver.resolve_typed(host, None, ft) {
             Ok(Some(node)) => found.push(node),
             Ok(None) => {}
             // A literal path that is not there is simply not found.
-            Err(e) if e.kind() == io::ErrorKind::NotFound && ft.is_none() => {}
-            Err(e) => issues.push((host, e)),
+            Err((_, e)) if e.kind() == io::ErrorKind::NotFound && ft.is_none() => {}
+            Err(issue) => issues.push(issue),
         }
     }
     Ok((found, issues))

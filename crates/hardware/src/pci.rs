@@ -23,12 +23,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::candidate::{Candidate, CandidateKind, DeviceNode, Scan};
 use crate::nodes::{NodeResolver, parse_devnum};
 use crate::root::{HostRoot, link_target_host};
-use crate::sysfs::{parse_hex, read_string, read_trimmed, uevent_value};
+use crate::fsat::{
+    exists_at, list_fd, names_at, open_dir, open_dir_at, read_at, read_link_at, read_trimmed_at,
+};
+use crate::sysfs::{parse_hex, read_string, uevent_value};
 
 /// Host path of the PCI device list.
 pub const PCI_DEVICES: &str = "/sys/bus/pci/devices";
@@ -65,6 +69,8 @@ pub(crate) trait PciFacts {
 /// [`PciFacts`] of a function being scanned, read lazily.
 struct LazyFacts<'s, 'r> {
     scan: &'s mut PciScan<'r>,
+    /// The function's directory, open.
+    fd: BorrowedFd<'s>,
     /// Host path of the function's directory.
     host: &'s Path,
     address: &'s str,
@@ -86,26 +92,26 @@ impl PciFacts for LazyFacts<'_, '_> {
     fn device(&mut self) -> Option<u32> {
         *self
             .device
-            .get_or_insert_with(|| self.scan.hex_file(self.host, "device", true))
+            .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "device", true))
     }
     fn class(&mut self) -> Option<u32> {
         *self
             .class
-            .get_or_insert_with(|| self.scan.hex_file(self.host, "class", true))
+            .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "class", true))
     }
     fn subsystem_vendor(&mut self) -> Option<u32> {
         *self
             .subsystem_vendor
-            .get_or_insert_with(|| self.scan.hex_file(self.host, "subsystem_vendor", false))
+            .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "subsystem_vendor", false))
     }
     fn subsystem_device(&mut self) -> Option<u32> {
         *self
             .subsystem_device
-            .get_or_insert_with(|| self.scan.hex_file(self.host, "subsystem_device", false))
+            .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "subsystem_device", false))
     }
     fn driver(&mut self) -> Option<&str> {
         self.driver
-            .get_or_insert_with(|| self.scan.driver_name(self.host))
+            .get_or_insert_with(|| self.scan.driver_name(self.fd, self.host))
             .as_deref()
     }
 }
@@ -176,6 +182,8 @@ pub(crate) fn numa_node_count(root: &HostRoot) -> usize {
 /// State shared across the functions of one scan.
 struct PciScan<'r> {
     root: &'r HostRoot,
+    /// `/sys/bus/pci/devices`, open.
+    bus: OwnedFd,
     resolver: NodeResolver<'r>,
     multi_numa: bool,
     /// PF address → (VF address → N of `virtfnN`).
@@ -183,15 +191,20 @@ struct PciScan<'r> {
     warnings: Vec<String>,
 }
 
-/// One function's directory, listed once.
+/// One function's directory, open and listed once.
 struct FnDir {
     /// Host path of the function's directory under `/sys/devices`.
     host: PathBuf,
     /// Entry names in it, sorted.
     names: Vec<String>,
+    /// The open directory, for reads relative to it.
+    fd: OwnedFd,
 }
 
 impl FnDir {
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
     fn has(&self, name: &str) -> bool {
         self.names
             .binary_search_by(|n| n.as_str().cmp(name))
@@ -206,8 +219,25 @@ impl FnDir {
 pub(crate) fn scan_pci_filtered(root: &HostRoot, keep: &dyn Fn(&mut dyn PciFacts) -> bool) -> Scan {
     let mut warnings = Vec::new();
     let names = list_bus(root, PCI_DEVICES, &mut warnings);
+    if names.is_empty() {
+        return Scan {
+            candidates: Vec::new(),
+            warnings,
+        };
+    }
+    let bus = match open_dir(&root.resolve(Path::new(PCI_DEVICES))) {
+        Ok(fd) => fd,
+        Err(e) => {
+            warnings.push(format!("{PCI_DEVICES}: cannot open: {e}"));
+            return Scan {
+                candidates: Vec::new(),
+                warnings,
+            };
+        }
+    };
     let mut scan = PciScan {
         root,
+        bus,
         resolver: NodeResolver::new(root),
         multi_numa: numa_node_count(root) > 1,
         vf_indexes: HashMap::new(),
@@ -234,7 +264,7 @@ impl PciScan<'_> {
     /// checked to exist).
     fn entry_dir(&mut self, name: &str) -> Option<PathBuf> {
         let link = Path::new(PCI_DEVICES).join(name);
-        match std::fs::read_link(self.root.resolve(&link)) {
+        match read_link_at(&self.bus, name) {
             Ok(target) => Some(link_target_host(&link, &target)),
             // Not a symlink (a flattened tree): the entry is the directory.
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => Some(link),
@@ -245,17 +275,10 @@ impl PciScan<'_> {
         }
     }
 
-    /// Lists a function's directory.
-    fn list_function(&mut self, host: PathBuf) -> Option<FnDir> {
-        match std::fs::read_dir(self.root.resolve(&host)) {
-            Ok(entries) => {
-                let mut names: Vec<String> = entries
-                    .flatten()
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .collect();
-                names.sort_unstable();
-                Some(FnDir { host, names })
-            }
+    /// Lists a function's open directory.
+    fn list_function(&mut self, fd: OwnedFd, host: PathBuf) -> Option<FnDir> {
+        match open_dir_at(&fd, ".").and_then(list_fd) {
+            Ok((names, _)) => Some(FnDir { host, names, fd }),
             Err(e) => {
                 self.warn(&host, format_args!("cannot list ({e}); function skipped"));
                 None
@@ -265,9 +288,9 @@ impl PciScan<'_> {
 
     /// A hex attribute read without a listing; `required` makes its absence
     /// a warning too.
-    fn hex_file(&mut self, dir: &Path, name: &str, required: bool) -> Option<u32> {
+    fn hex_file(&mut self, fd: BorrowedFd<'_>, dir: &Path, name: &str, required: bool) -> Option<u32> {
         let path = dir.join(name);
-        let text = match read_trimmed(&self.root.resolve(&path)) {
+        let text = match read_trimmed_at(fd, name) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if required {
@@ -289,10 +312,10 @@ impl PciScan<'_> {
 
     /// Name of the driver the `driver` link names, when it is bound (a
     /// dangling link is a warning).
-    fn driver_name(&mut self, dir: &Path) -> Option<String> {
+    fn driver_name(&mut self, fd: BorrowedFd<'_>, dir: &Path) -> Option<String> {
         let link = dir.join("driver");
-        let target = match std::fs::read_link(self.root.resolve(&link)) {
-            Ok(t) => link_target_host(&link, &t),
+        let (target, relative) = match read_link_at(fd, "driver") {
+            Ok(t) => (link_target_host(&link, &t), t.is_relative()),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -306,7 +329,12 @@ impl PciScan<'_> {
                 return None;
             }
         };
-        if std::fs::symlink_metadata(self.root.resolve(&target)).is_err() {
+        let exists = if relative {
+            exists_at(fd, "driver")
+        } else {
+            std::fs::symlink_metadata(self.root.resolve(&target)).is_ok()
+        };
+        if !exists {
             self.warn(&link, format_args!("dangling link to {}", target.display()));
             return None;
         }
@@ -319,11 +347,10 @@ impl PciScan<'_> {
         if !dir.has(name) {
             return None;
         }
-        let path = dir.path(name);
-        match read_trimmed(&self.root.resolve(&path)) {
+        match read_trimmed_at(dir.fd(), name) {
             Ok(v) => Some(v),
             Err(e) => {
-                self.warn(&path, format_args!("unreadable: {e}"));
+                self.warn(&dir.path(name), format_args!("unreadable: {e}"));
                 None
             }
         }
@@ -346,14 +373,19 @@ impl PciScan<'_> {
             return None;
         }
         let link = dir.path(name);
-        let target = match std::fs::read_link(self.root.resolve(&link)) {
-            Ok(t) => link_target_host(&link, &t),
+        let (target, relative) = match read_link_at(dir.fd(), name) {
+            Ok(t) => (link_target_host(&link, &t), t.is_relative()),
             Err(e) => {
                 self.warn(&link, format_args!("not a readable link: {e}"));
                 return None;
             }
         };
-        if std::fs::symlink_metadata(self.root.resolve(&target)).is_err() {
+        let exists = if relative {
+            exists_at(dir.fd(), name)
+        } else {
+            std::fs::symlink_metadata(self.root.resolve(&target)).is_ok()
+        };
+        if !exists {
             self.warn(
                 &link,
                 format_args!("dangling link to {}", target.display()),
@@ -376,18 +408,25 @@ impl PciScan<'_> {
             return None;
         }
         let host = self.entry_dir(name)?;
+        let fd = match open_dir_at(&self.bus, name) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.warn(
+                    &Path::new(PCI_DEVICES).join(name),
+                    format_args!("dangling link to {}; function skipped", host.display()),
+                );
+                return None;
+            }
+            Err(e) => {
+                self.warn(&host, format_args!("cannot open ({e}); function skipped"));
+                return None;
+            }
+        };
         let vendor_path = host.join("vendor");
-        let text = match read_trimmed(&self.root.resolve(&vendor_path)) {
+        let text = match read_trimmed_at(&fd, "vendor") {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if self.root.resolve(&host).is_dir() {
-                    self.warn(&vendor_path, "missing; function skipped");
-                } else {
-                    self.warn(
-                        &Path::new(PCI_DEVICES).join(name),
-                        format_args!("dangling link to {}; function skipped", host.display()),
-                    );
-                }
+                self.warn(&vendor_path, "missing; function skipped");
                 return None;
             }
             Err(e) => {
@@ -404,6 +443,7 @@ impl PciScan<'_> {
         };
         let mut facts = LazyFacts {
             scan: self,
+            fd: fd.as_fd(),
             host: &host,
             address: name,
             vendor,
@@ -421,7 +461,7 @@ impl PciScan<'_> {
         let subsystem_vendor = facts.subsystem_vendor();
         let subsystem_device = facts.subsystem_device();
         let driver = facts.driver().map(str::to_string);
-        let dir = self.list_function(host)?;
+        let dir = self.list_function(fd, host)?;
 
         let mut attrs = BTreeMap::new();
         attrs.insert("pci.address".into(), name.to_string());
@@ -504,7 +544,7 @@ impl PciScan<'_> {
             }
         }
         if dir.has("net") {
-            let net = self.child_names(&dir.path("net"));
+            let net = names_at(dir.fd(), "net");
             if !net.is_empty() {
                 attrs.insert("pci.net".into(), net.join(","));
             }
@@ -513,7 +553,7 @@ impl PciScan<'_> {
         let mut nodes = Vec::new();
         for &(class_dir, dev_dir, prefixes) in NODE_CLASSES {
             if dir.has(class_dir) {
-                self.class_nodes(&dir.path(class_dir), dev_dir, prefixes, &mut nodes);
+                self.class_nodes(&dir, class_dir, dev_dir, prefixes, &mut nodes);
             }
         }
         if let (Some("vfio-pci"), Some(g)) = (driver.as_deref(), &group) {
@@ -578,44 +618,38 @@ impl PciScan<'_> {
         self.vf_indexes.get(pf)?.get(vf).copied()
     }
 
-    /// Sorted entry names of a host directory (empty when unreadable).
-    fn child_names(&self, host_dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.root.resolve(host_dir))
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort_unstable();
-        names
-    }
-
-    /// Nodes of the class devices under `class_dir` (e.g. `…/drm`).
+    /// Nodes of the class devices in the function's `class_dir` (e.g. `drm`).
     fn class_nodes(
         &mut self,
-        class_dir: &Path,
+        dir: &FnDir,
+        class_dir: &str,
         dev_dir: &str,
         prefixes: &[&str],
         nodes: &mut Vec<DeviceNode>,
     ) {
-        for name in self.child_names(class_dir) {
+        let Ok((names, listed)) = open_dir_at(dir.fd(), class_dir).and_then(list_fd) else {
+            return;
+        };
+        let Ok(class_fd) = listed.fd() else {
+            return;
+        };
+        for name in names {
             if !prefixes.is_empty() && !prefixes.iter().any(|p| name.starts_with(p)) {
                 continue;
             }
-            let child = class_dir.join(&name);
-            let uevent = read_string(&self.root.resolve(&child.join("uevent"))).unwrap_or_default();
-            let hint = read_string(&self.root.resolve(&child.join("dev")))
-                .ok()
-                .as_deref()
-                .and_then(parse_devnum)
-                .or_else(|| {
-                    Some((
-                        uevent_value(&uevent, "MAJOR")?.parse().ok()?,
-                        uevent_value(&uevent, "MINOR")?.parse().ok()?,
-                    ))
-                });
+            let uevent = read_at(&class_fd, &format!("{name}/uevent")).unwrap_or_default();
+            let from_uevent = || -> Option<(u32, u32)> {
+                Some((
+                    uevent_value(&uevent, "MAJOR")?.parse().ok()?,
+                    uevent_value(&uevent, "MINOR")?.parse().ok()?,
+                ))
+            };
+            let hint = from_uevent().or_else(|| {
+                read_at(&class_fd, &format!("{name}/dev"))
+                    .ok()
+                    .as_deref()
+                    .and_then(parse_devnum)
+            });
             // Only class devices with numbers are nodes (drm connectors are not).
             if hint.is_none() && uevent_value(&uevent, "DEVNAME").is_none() {
                 continue;

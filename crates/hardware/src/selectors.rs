@@ -268,19 +268,22 @@ pub fn node_id(path: &Path) -> String {
         .strip_prefix("/dev/")
         .or_else(|| s.strip_prefix('/'))
         .unwrap_or(&s);
-    rest.replace('/', "-")
+    if rest.contains('/') {
+        rest.replace('/', "-")
+    } else {
+        rest.to_string()
+    }
 }
 
 /// The candidate for one resolved node.
 fn node_candidate(root: &HostRoot, resolver: &NodeResolver<'_>, r: ResolvedNode) -> Candidate {
     let node = r.node;
+    let path = node.path.to_string_lossy();
+    let id = node_id(&node.path);
     let mut attrs = BTreeMap::new();
-    attrs.insert("node.path".into(), node.path.to_string_lossy().into_owned());
-    attrs.insert("node.type".into(), node.node_type.as_str().to_string());
-    attrs.insert("node.major".into(), node.major.to_string());
-    attrs.insert("node.minor".into(), node.minor.to_string());
+    attrs.insert("node.path".to_string(), path.into_owned());
     if let Some(t) = &r.target {
-        attrs.insert("node.target".into(), t.to_string_lossy().into_owned());
+        attrs.insert("node.target".to_string(), t.to_string_lossy().into_owned());
     }
     let sysfs_dir = r.sysfs_dir.or_else(|| resolver.sysfs_dir(&node));
     let numa_nodes = sysfs_dir
@@ -289,13 +292,47 @@ fn node_candidate(root: &HostRoot, resolver: &NodeResolver<'_>, r: ResolvedNode)
         .into_iter()
         .collect();
     Candidate {
-        id: node_id(&node.path),
+        id,
         kind: CandidateKind::Node,
         numa_nodes,
         attributes: attrs,
         nodes: vec![node],
         sysfs_dir,
     }
+}
+
+/// USB devices and device nodes for [`discover`].
+fn scan_rest(
+    root: &HostRoot,
+    usb: &[CompiledUsb],
+    nodes: &[&NodeSelector],
+) -> Result<Scan, HardwareError> {
+    let mut out = Scan::default();
+    if !usb.is_empty() {
+        out = scan_usb_filtered(root, &|id| usb.iter().any(|s| s.matches(id)));
+    }
+    let mut resolver = NodeResolver::new(root);
+    for sel in nodes {
+        let (resolved, issues) = glob_resolved(&mut resolver, &sel.path)?;
+        for (path, e) in issues {
+            out.warnings.push(format!("{}: {e}", path.display()));
+        }
+        if resolved.is_empty() && !sel.optional {
+            if !has_glob_meta(&sel.path) {
+                return Err(HardwareError::NodeMissing {
+                    path: PathBuf::from(&sel.path),
+                });
+            }
+            out.warnings
+                .push(format!("{}: matched no device node", sel.path));
+        }
+        out.candidates.extend(
+            resolved
+                .into_iter()
+                .map(|r| node_candidate(root, &resolver, r)),
+        );
+    }
+    Ok(out)
 }
 
 /// Applies `selectors` to the hardware under `root`: the union of what each
@@ -321,49 +358,30 @@ pub fn discover(root: &HostRoot, selectors: &[Selector]) -> Result<Scan, Hardwar
         }
     }
 
-    let mut found: BTreeMap<String, Candidate> = BTreeMap::new();
-    let mut warnings = Vec::new();
-    let mut add = |scan: Scan, found: &mut BTreeMap<String, Candidate>| {
-        warnings.extend(scan.warnings);
-        for c in scan.candidates {
-            found.entry(c.id.clone()).or_insert(c);
-        }
-    };
-    if !pci.is_empty() {
-        let scan = scan_pci_filtered(root, &|facts| pci.iter().any(|s| s.matches(facts)));
-        add(scan, &mut found);
-    }
-    if !usb.is_empty() {
-        let scan = scan_usb_filtered(root, &|id| usb.iter().any(|s| s.matches(id)));
-        add(scan, &mut found);
-    }
-    let mut resolver = NodeResolver::new(root);
-    for sel in nodes {
-        let (resolved, issues) = glob_resolved(&mut resolver, &sel.path)?;
-        let mut scan = Scan::default();
-        for (path, e) in issues {
-            scan.warnings.push(format!("{}: {e}", path.display()));
-        }
-        if resolved.is_empty() {
-            if !has_glob_meta(&sel.path) {
-                if !sel.optional {
-                    return Err(HardwareError::NodeMissing {
-                        path: PathBuf::from(&sel.path),
-                    });
-                }
-            } else if !sel.optional {
-                scan.warnings
-                    .push(format!("{}: matched no device node", sel.path));
-            }
-        }
-        scan.candidates = resolved
-            .into_iter()
-            .map(|r| node_candidate(root, &resolver, r))
-            .collect();
-        add(scan, &mut found);
-    }
+    // The PCI scan (syscall-bound) runs on a second thread while the other
+    // buses and the node globs are read here, when there is both to do.
+    let pci_scan = || scan_pci_filtered(root, &|facts| pci.iter().any(|s| s.matches(facts)));
+    let (pci_result, rest) = std::thread::scope(|scope| {
+        let parallel = !pci.is_empty() && (!usb.is_empty() || !nodes.is_empty());
+        let handle = parallel.then(|| scope.spawn(pci_scan));
+        let rest = scan_rest(root, &usb, &nodes);
+        let pci_result = match handle {
+            Some(h) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            None if !pci.is_empty() => pci_scan(),
+            None => Scan::default(),
+        };
+        (pci_result, rest)
+    });
+    let rest = rest?;
+    let mut found = pci_result.candidates;
+    let mut warnings = pci_result.warnings;
+    found.extend(rest.candidates);
+    warnings.extend(rest.warnings);
+    // Stable: of equal ids, the first selector's candidate stays.
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    found.dedup_by(|later, first| later.id == first.id);
     Ok(Scan {
-        candidates: found.into_values().collect(),
+        candidates: found,
         warnings,
     })
 }

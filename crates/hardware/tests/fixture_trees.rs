@@ -154,7 +154,7 @@ fn gpu_server_selectors() {
     assert_eq!(both.candidates[9].id, "nvidiactl");
     assert_eq!(both.candidates[9].kind, CandidateKind::Node);
     assert_eq!(both.candidates[9].attribute("node.path"), Some("/dev/nvidiactl"));
-    assert_eq!(both.candidates[9].attribute("node.type"), Some("other"));
+    assert_eq!(both.candidates[9].nodes[0].node_type, NodeType::Other);
 }
 
 #[test]
@@ -366,8 +366,8 @@ fn fpga_card() {
         ))
     );
     assert_eq!(c.numa_nodes, vec![0]);
-    assert_eq!(c.attribute("node.major"), Some("226"));
-    assert_eq!(c.attribute("node.minor"), Some("128"));
+    assert_eq!(c.attribute("node.path"), Some("/dev/dri/renderD128"));
+    assert_eq!((c.nodes[0].major, c.nodes[0].minor), (226, 128));
 }
 
 #[test]

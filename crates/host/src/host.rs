@@ -96,7 +96,7 @@ struct Prepared {
 pub struct Host {
     options: HostOptions,
     root: HostRoot,
-    engine: PolicyEngine,
+    engine: Arc<PolicyEngine>,
     metrics: Arc<Metrics>,
     events: broadcast::Sender<FolderEvent>,
     shutdown: CancellationToken,
@@ -114,7 +114,7 @@ impl std::fmt::Debug for Host {
     }
 }
 
-fn new_engine(config: &ConfigSet) -> Result<PolicyEngine, HostError> {
+fn new_engine(config: &ConfigSet) -> Result<Arc<PolicyEngine>, HostError> {
     let settings = EngineSettings {
         precompiled_cache_dir: config
             .host
@@ -123,7 +123,9 @@ fn new_engine(config: &ConfigSet) -> Result<PolicyEngine, HostError> {
             .map(|p| config.dir.join(p)),
         ..EngineSettings::default()
     };
-    PolicyEngine::new(settings).map_err(|e| HostError::Engine(e.to_string()))
+    PolicyEngine::new(settings)
+        .map(Arc::new)
+        .map_err(|e| HostError::Engine(e.to_string()))
 }
 
 /// Loads, checks and smoke-tests the guests of every resource.
@@ -158,7 +160,7 @@ fn load_spec(engine: &PolicyEngine, config: &ResourceConfig) -> Result<ResourceS
                 timeout: binding.timeout,
                 memory_bytes: binding.memory_limit_bytes,
             },
-            services: Arc::new(NoHardware),
+            services: Arc::new(wdp_policy::NoHardware),
             config: Arc::new(config.guest_config.clone()),
             resource: config.resource.clone(),
         };
@@ -171,21 +173,6 @@ fn load_spec(engine: &PolicyEngine, config: &ResourceConfig) -> Result<ResourceS
         config: config.clone(),
         guests,
     })
-}
-
-/// Hardware view of a smoke test: nothing selected, nothing writable.
-struct NoHardware;
-
-impl wdp_policy::HostServices for NoHardware {
-    fn candidates(&self) -> Vec<wdp_policy::types::Candidate> {
-        Vec::new()
-    }
-    fn read_attribute(&self, candidate_id: &str, _name: &str) -> Result<String, String> {
-        Err(format!("candidate {candidate_id:?} is not selected"))
-    }
-    fn write_attribute(&self, candidate_id: &str, _: &str, _: &str) -> Result<(), String> {
-        Err(format!("candidate {candidate_id:?} is not selected"))
-    }
 }
 
 /// Validates a config directory offline and reports what each resource

@@ -15,7 +15,9 @@ use wdp_hardware::{Candidate, ChangeWatcher, HostRoot, Selector};
 use wdp_kubelet_api::v1beta1::{
     CdiDevice, ContainerAllocateResponse, DevicePluginOptions, DeviceSpec, Mount,
 };
-use wdp_policy::{CallContext, CallError, CallLimits, Guest, Hook, HostServices, types as gt};
+use wdp_policy::{
+    CallContext, CallError, CallErrorKind, CallLimits, Guest, Hook, HostServices, types as gt,
+};
 
 use crate::config::{HookBinding, OnError, ResourceConfig};
 use crate::devices::{
@@ -380,7 +382,7 @@ impl Resource {
         match outcome {
             Ok(()) => Ok(()),
             // The guest refused on purpose: that is its answer, not a fault.
-            Err(GuestFailure::Call(CallError::Guest { message, .. })) => {
+            Err(GuestFailure::Call(CallError::GuestError { message, .. })) => {
                 Err(Status::failed_precondition(format!(
                     "pre-start guest {} refused: {message}",
                     guest.name()
@@ -512,10 +514,12 @@ impl GuestFailure {
 }
 
 fn call_error_label(error: &CallError) -> &'static str {
-    match error {
-        CallError::Timeout { .. } => "timeout",
-        CallError::OutOfMemory { .. } => "out-of-memory",
-        CallError::Guest { .. } => "guest-error",
+    match error.kind() {
+        CallErrorKind::Timeout => "timeout",
+        CallErrorKind::OutOfMemory => "out-of-memory",
+        CallErrorKind::GuestError => "guest-error",
+        CallErrorKind::Instantiate => "instantiate",
+        CallErrorKind::NotExported => "not-exported",
         _ => "trap",
     }
 }

@@ -218,9 +218,13 @@ async fn supervise(
                 _ = stop.cancelled() => break None,
                 event = events.recv() => match event {
                     Ok(FolderEvent::KubeletSocketCreated) => {
-                        tracing::info!(resource = %name, "kubelet.sock created: registering again");
-                        need_register = true;
-                        retry = tokio::time::Instant::now();
+                        // Events can arrive after we already registered with
+                        // that very kubelet; only a new kubelet.sock counts.
+                        if need_register || inode(&kubelet_socket) != kubelet_inode {
+                            tracing::info!(resource = %name, "kubelet.sock created: registering again");
+                            need_register = true;
+                            retry = tokio::time::Instant::now();
+                        }
                     }
                     Ok(FolderEvent::Removed(file)) if file == socket => {
                         if inode(&path) != our_inode {

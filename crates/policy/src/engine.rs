@@ -203,6 +203,7 @@ fn engine_config(settings: &EngineSettings, pooling: bool) -> Result<Config, Pol
             .max_tables_per_component(16)
             .max_core_instances_per_component(32)
             .max_memory_size(max_memory);
+        if let Ok(v) = std::env::var("WDP_KEEP") { pool.linear_memory_keep_resident(v.parse().unwrap()); }
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     } else {
         config.allocation_strategy(InstanceAllocationStrategy::OnDemand);

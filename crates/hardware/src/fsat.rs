@@ -1,0 +1,108 @@
+//! Directory-relative file access (`openat`, `readlinkat`, `fstatat`).
+//!
+//! Discovery reads a dozen small files per PCI function; resolving each
+//! one's full path (root prefix, `/sys/devices/pci…/…`, a symlink) again for
+//! every file costs more than the read itself. These helpers read relative
+//! to an open directory instead.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Dir, Mode, OFlags};
+
+use crate::sysfs::DISCOVERY_READ_CAP;
+
+/// Opens a directory.
+pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens directory `name` relative to `dir` (following symlinks).
+pub(crate) fn open_dir_at(dir: impl AsFd, name: &str) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Reads small text file `name` relative to `dir`: one read of a page is the
+/// whole file when it comes back short (as sysfs attributes do); at most
+/// [`DISCOVERY_READ_CAP`] bytes; lossy UTF-8.
+pub(crate) fn read_at(dir: impl AsFd, name: &str) -> io::Result<String> {
+    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut page = [0u8; 4096];
+    let mut n = loop {
+        match rustix::io::read(&fd, &mut page) {
+            Ok(n) => break n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    };
+    if n < page.len() {
+        return Ok(String::from_utf8_lossy(&page[..n]).into_owned());
+    }
+    let mut buf = page.to_vec();
+    while (buf.len() as u64) < DISCOVERY_READ_CAP {
+        n = match rustix::io::read(&fd, &mut page) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        buf.extend_from_slice(&page[..n]);
+    }
+    buf.truncate(DISCOVERY_READ_CAP as usize);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// Reads and trims small text file `name` relative to `dir`.
+pub(crate) fn read_trimmed_at(dir: impl AsFd, name: &str) -> io::Result<String> {
+    read_at(dir, name).map(|s| s.trim().to_string())
+}
+
+/// Target of symlink `name` relative to `dir`.
+pub(crate) fn read_link_at(dir: impl AsFd, name: &str) -> io::Result<PathBuf> {
+    let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
+    Ok(PathBuf::from(OsString::from_vec(target.into_bytes())))
+}
+
+/// True when `name` relative to `dir` exists, following symlinks.
+pub(crate) fn exists_at(dir: impl AsFd, name: &str) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::empty()).is_ok()
+}
+
+/// Entry names of an open directory (consumed), sorted, without `.`/`..`.
+pub(crate) fn list_fd(fd: OwnedFd) -> io::Result<(Vec<String>, Dir)> {
+    let mut dir = Dir::new(fd)?;
+    let mut names = Vec::new();
+    while let Some(entry) = dir.read() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if let Ok(name) = std::str::from_utf8(name) {
+            names.push(name.to_string());
+        }
+    }
+    names.sort_unstable();
+    Ok((names, dir))
+}
+
+/// Entry names of directory `name` relative to `dir`, sorted; empty when it
+/// cannot be listed.
+pub(crate) fn names_at(dir: impl AsFd, name: &str) -> Vec<String> {
+    open_dir_at(dir, name)
+        .and_then(list_fd)
+        .map(|(names, _)| names)
+        .unwrap_or_default()
+}
