@@ -19,7 +19,9 @@ fn two_resources(world: &World) {
     );
     world.write_config(
         "fuse.toml",
-        &format!("version = 1\nresource = \"{FUSE}\"\n[[nodes]]\npath = \"/dev/fuse\"\nreplicas = 4\n"),
+        &format!(
+            "version = 1\nresource = \"{FUSE}\"\n[[nodes]]\npath = \"/dev/fuse\"\nreplicas = 4\n"
+        ),
     );
     world.write_config(
         "tun.toml",
@@ -47,14 +49,22 @@ async fn every_resource_registers_with_options_that_agree() {
 
     // Options asked directly agree with the registration too.
     let mut client = kubelet.client(TUN).await.unwrap();
-    let asked = client.get_device_plugin_options(Empty {}).await.unwrap().into_inner();
+    let asked = client
+        .get_device_plugin_options(Empty {})
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(asked, tun_options);
 
     let ids: Vec<String> = fuse.devices.iter().map(|d| d.id.clone()).collect();
     assert_eq!(ids, ["fuse::0", "fuse::1", "fuse::2", "fuse::3"]);
     assert!(fuse.devices.iter().all(|d| d.health == "Healthy"));
     assert_eq!(tun.healthy_ids(), ["net-tun"]);
-    assert!(kubelet.state().violations.is_empty(), "{:?}", kubelet.state().violations);
+    assert!(
+        kubelet.state().violations.is_empty(),
+        "{:?}",
+        kubelet.state().violations
+    );
 }
 
 #[tokio::test]
@@ -84,21 +94,30 @@ async fn list_and_watch_follows_hardware_for_every_watcher() {
     // The node goes away: the device stays, Unhealthy.
     world.remove_node("/dev/net/tun");
     let devices = kubelet
-        .wait_devices(TUN, WAIT, |d| d.iter().any(|d| d.id == "net-tun" && d.health == "Unhealthy"))
+        .wait_devices(TUN, WAIT, |d| {
+            d.iter()
+                .any(|d| d.id == "net-tun" && d.health == "Unhealthy")
+        })
         .await
         .unwrap();
     assert_eq!(devices.len(), 2);
     // It comes back: Healthy again.
     world.add_node("/dev/net/tun");
     kubelet
-        .wait_devices(TUN, WAIT, |d| d.len() == 2 && d.iter().all(|d| d.health == "Healthy"))
+        .wait_devices(TUN, WAIT, |d| {
+            d.len() == 2 && d.iter().all(|d| d.health == "Healthy")
+        })
         .await
         .unwrap();
 
     // The extra watchers saw the same final state.
     for stream in &mut streams {
         loop {
-            let list = tokio::time::timeout(WAIT, stream.message()).await.unwrap().unwrap().unwrap();
+            let list = tokio::time::timeout(WAIT, stream.message())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
             if list.devices.len() == 2 && list.devices.iter().all(|d| d.health == "Healthy") {
                 break;
             }
@@ -119,7 +138,10 @@ async fn admission_goes_through_all_three_rpcs_with_host_paths() {
     assert_eq!(fuse.preferred.as_ref().unwrap().len(), 3);
     assert_eq!(fuse.response.devices.len(), 1, "replicas share one node");
     let spec = &fuse.response.devices[0];
-    assert_eq!(spec.host_path, "/dev/fuse", "host path, not under the host root");
+    assert_eq!(
+        spec.host_path, "/dev/fuse",
+        "host path, not under the host root"
+    );
     assert_eq!(spec.container_path, "/dev/fuse");
     assert_eq!(spec.permissions, "rw");
     assert!(!fuse.pre_started);
@@ -127,7 +149,11 @@ async fn admission_goes_through_all_three_rpcs_with_host_paths() {
     let tun = kubelet.admit(TUN, 1).await.unwrap();
     assert!(tun.pre_started);
     assert_eq!(tun.response.devices[0].permissions, "rwm");
-    assert!(kubelet.state().violations.is_empty(), "{:?}", kubelet.state().violations);
+    assert!(
+        kubelet.state().violations.is_empty(),
+        "{:?}",
+        kubelet.state().violations
+    );
 }
 
 #[tokio::test]
@@ -144,9 +170,16 @@ async fn unknown_and_unhealthy_ids_are_refused_by_name() {
             devices_ids: ids.iter().map(|s| s.to_string()).collect(),
         }],
     };
-    let err = client.allocate(request(&["no-such-device"])).await.unwrap_err();
+    let err = client
+        .allocate(request(&["no-such-device"]))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
-    assert!(err.message().contains("no-such-device"), "{}", err.message());
+    assert!(
+        err.message().contains("no-such-device"),
+        "{}",
+        err.message()
+    );
 
     world.remove_node("/dev/net/tun");
     kubelet
@@ -155,7 +188,11 @@ async fn unknown_and_unhealthy_ids_are_refused_by_name() {
         .unwrap();
     let err = client.allocate(request(&["net-tun"])).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
-    assert!(err.message().contains("net-tun") && err.message().contains("unhealthy"), "{}", err.message());
+    assert!(
+        err.message().contains("net-tun") && err.message().contains("unhealthy"),
+        "{}",
+        err.message()
+    );
 }
 
 #[tokio::test]
@@ -178,7 +215,11 @@ async fn kubelet_restarts_are_followed_by_registration() {
         }
         // Admission works against the new kubelet.
         if let Err(e) = kubelet.admit(FUSE, 1).await {
-            panic!("round {round}: {e}\n{:#?}\n{}", kubelet.state(), _plugin.log());
+            panic!(
+                "round {round}: {e}\n{:#?}\n{}",
+                kubelet.state(),
+                _plugin.log()
+            );
         }
     }
 }
@@ -191,7 +232,11 @@ async fn waits_for_a_kubelet_that_starts_later() {
     // The plugin serves its sockets while no kubelet exists.
     let deadline = tokio::time::Instant::now() + WAIT;
     while world.plugin_sockets().len() < 2 {
-        assert!(tokio::time::Instant::now() < deadline, "sockets never appeared: {}", plugin.log());
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "sockets never appeared: {}",
+            plugin.log()
+        );
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -212,10 +257,16 @@ async fn sigterm_ends_streams_removes_sockets_and_exits_zero() {
 
     let status = plugin.terminate().await;
     assert!(status.success(), "exit status {status:?}\n{}", plugin.log());
-    assert!(world.plugin_sockets().is_empty(), "{:?}", world.plugin_sockets());
+    assert!(
+        world.plugin_sockets().is_empty(),
+        "{:?}",
+        world.plugin_sockets()
+    );
     // The kubelet saw the streams end (devices turn Unhealthy).
     kubelet
-        .wait_for("streams to end", WAIT, |s| s.plugins.values().all(|p| !p.streaming))
+        .wait_for("streams to end", WAIT, |s| {
+            s.plugins.values().all(|p| !p.streaming)
+        })
         .await
         .unwrap();
 }
@@ -223,11 +274,31 @@ async fn sigterm_ends_streams_removes_sockets_and_exits_zero() {
 #[tokio::test]
 async fn bad_config_refuses_to_start_and_names_the_culprit() {
     let cases = [
-        ("unknown key", "version = 1\nresource = \"a.example.com/x\"\nreplica = 2\n[[nodes]]\npath = \"/dev/fuse\"\n", "replica"),
-        ("bad toml", "version = 1\nresource = \"a.example.com/x\n", "bad.toml"),
-        ("reserved name", "version = 1\nresource = \"kubernetes.io/x\"\n[[nodes]]\npath = \"/dev/fuse\"\n", "resource"),
-        ("missing path", "version = 1\nresource = \"a.example.com/x\"\n[[nodes]]\npath = \"/dev/not-here\"\n", "/dev/not-here"),
-        ("missing guest", "version = 1\nresource = \"a.example.com/x\"\n[[nodes]]\npath = \"/dev/fuse\"\n[hooks.allocate]\nguest = \"guests/none.wasm\"\n", "guests/none.wasm"),
+        (
+            "unknown key",
+            "version = 1\nresource = \"a.example.com/x\"\nreplica = 2\n[[nodes]]\npath = \"/dev/fuse\"\n",
+            "replica",
+        ),
+        (
+            "bad toml",
+            "version = 1\nresource = \"a.example.com/x\n",
+            "bad.toml",
+        ),
+        (
+            "reserved name",
+            "version = 1\nresource = \"kubernetes.io/x\"\n[[nodes]]\npath = \"/dev/fuse\"\n",
+            "resource",
+        ),
+        (
+            "missing path",
+            "version = 1\nresource = \"a.example.com/x\"\n[[nodes]]\npath = \"/dev/not-here\"\n",
+            "/dev/not-here",
+        ),
+        (
+            "missing guest",
+            "version = 1\nresource = \"a.example.com/x\"\n[[nodes]]\npath = \"/dev/fuse\"\n[hooks.allocate]\nguest = \"guests/none.wasm\"\n",
+            "guests/none.wasm",
+        ),
     ];
     for (what, text, culprit) in cases {
         let world = World::new();
@@ -238,9 +309,12 @@ async fn bad_config_refuses_to_start_and_names_the_culprit() {
         let plugins = world.plugins();
         let (code, _, stderr) = run_to_end(&[
             "run",
-            "--config-dir", config.to_str().unwrap(),
-            "--device-plugin-dir", plugins.to_str().unwrap(),
-            "--host-root", root.to_str().unwrap(),
+            "--config-dir",
+            config.to_str().unwrap(),
+            "--device-plugin-dir",
+            plugins.to_str().unwrap(),
+            "--host-root",
+            root.to_str().unwrap(),
         ]);
         assert_ne!(code, 0, "{what}: started anyway");
         assert!(stderr.contains("bad.toml"), "{what}: {stderr}");
@@ -249,8 +323,10 @@ async fn bad_config_refuses_to_start_and_names_the_culprit() {
 
         let (code, _, check_err) = run_to_end(&[
             "check",
-            "--config-dir", config.to_str().unwrap(),
-            "--host-root", root.to_str().unwrap(),
+            "--config-dir",
+            config.to_str().unwrap(),
+            "--host-root",
+            root.to_str().unwrap(),
         ]);
         assert_ne!(code, 0, "{what}: check passed");
         assert!(check_err.contains(culprit), "{what}: {check_err}");
@@ -264,9 +340,12 @@ async fn unwritable_plugin_folder_is_refused() {
     let missing = world.tmp.path().join("no-such-folder");
     let (code, _, stderr) = run_to_end(&[
         "run",
-        "--config-dir", world.config().to_str().unwrap(),
-        "--device-plugin-dir", missing.to_str().unwrap(),
-        "--host-root", world.root().to_str().unwrap(),
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--device-plugin-dir",
+        missing.to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
     ]);
     assert_ne!(code, 0);
     assert!(stderr.contains("no-such-folder"), "{stderr}");
@@ -278,8 +357,10 @@ async fn check_prints_what_each_resource_advertises() {
     two_resources(&world);
     let (code, stdout, stderr) = run_to_end(&[
         "check",
-        "--config-dir", world.config().to_str().unwrap(),
-        "--host-root", world.root().to_str().unwrap(),
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains(FUSE) && stdout.contains(TUN), "{stdout}");

@@ -23,7 +23,10 @@ fn install_guest(world: &World, built: &str, name: &str) {
 /// A world whose host root is a copy of the 8-GPU fixture server.
 fn gpu_world() -> World {
     let world = World::new();
-    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/gpu-server/.");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/gpu-server/."
+    );
     let status = std::process::Command::new("cp")
         .args(["-a", fixture])
         .arg(world.root())
@@ -122,7 +125,10 @@ async fn example_guests_drive_every_hook_on_a_gpu_server() {
     let chosen = &answer.container_responses[0].device_i_ds;
     assert_eq!(chosen.len(), 4);
     assert!(chosen.contains(&anchor));
-    assert!(chosen.iter().all(|id| numa_of(&devices, id) == [1]), "{chosen:?}");
+    assert!(
+        chosen.iter().all(|id| numa_of(&devices, id) == [1]),
+        "{chosen:?}"
+    );
 
     // Allocate guest: the visible-devices variable; pre-start guest: ok.
     let admission = kubelet.admit(GPU, 2).await.unwrap();
@@ -153,7 +159,11 @@ async fn example_guests_drive_every_hook_on_a_gpu_server() {
         .wait_devices(GPU, WAIT, |d| d.iter().all(|d| d.health == "Healthy"))
         .await
         .unwrap();
-    assert!(kubelet.state().violations.is_empty(), "{:?}", kubelet.state().violations);
+    assert!(
+        kubelet.state().violations.is_empty(),
+        "{:?}",
+        kubelet.state().violations
+    );
 }
 
 #[tokio::test]
@@ -176,8 +186,16 @@ async fn pre_start_guest_refusal_reaches_the_kubelet_with_its_message() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
-    assert!(err.message().contains("pre-start-check"), "{}", err.message());
-    assert!(err.message().contains("pci.no-such-fact"), "{}", err.message());
+    assert!(
+        err.message().contains("pre-start-check"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        err.message().contains("pci.no-such-fact"),
+        "{}",
+        err.message()
+    );
 }
 
 /// Hostile guests bound to hooks of their own resources, with a healthy
@@ -194,7 +212,10 @@ fn hostile_world() -> World {
     ] {
         install_guest(&world, built, name);
     }
-    world.write_config("host.toml", "version = 1\n[hook-defaults]\ntimeout-ms = 100\nmemory-limit-mib = 16\n");
+    world.write_config(
+        "host.toml",
+        "version = 1\n[hook-defaults]\ntimeout-ms = 100\nmemory-limit-mib = 16\n",
+    );
     let resource = |name: &str, hooks: &str| {
         world.write_config(
             &format!("{name}.toml"),
@@ -204,12 +225,27 @@ fn hostile_world() -> World {
         );
     };
     resource("good", "");
-    resource("looping", "[hooks.allocate]\nguest = \"guests/loop.wasm\"\n[hooks.preferred-allocation]\nguest = \"guests/loop.wasm\"\n");
+    resource(
+        "looping",
+        "[hooks.allocate]\nguest = \"guests/loop.wasm\"\n[hooks.preferred-allocation]\nguest = \"guests/loop.wasm\"\n",
+    );
     resource("bomb", "[hooks.allocate]\nguest = \"guests/bomb.wasm\"\n");
-    resource("trap", "[hooks.allocate]\nguest = \"guests/trap.wasm\"\n[hooks.pre-start]\nguest = \"guests/trap.wasm\"\n");
-    resource("nonsense", "[hooks.allocate]\nguest = \"guests/nonsense.wasm\"\n[hooks.preferred-allocation]\nguest = \"guests/nonsense.wasm\"\n");
-    resource("fallback", "[hooks.allocate]\nguest = \"guests/trap.wasm\"\non-error = \"builtin\"\n[hooks.preferred-allocation]\nguest = \"guests/loop.wasm\"\non-error = \"builtin\"\n");
-    resource("sleeper", "[hooks.allocate]\nguest = \"guests/sleeper.wasm\"\n");
+    resource(
+        "trap",
+        "[hooks.allocate]\nguest = \"guests/trap.wasm\"\n[hooks.pre-start]\nguest = \"guests/trap.wasm\"\n",
+    );
+    resource(
+        "nonsense",
+        "[hooks.allocate]\nguest = \"guests/nonsense.wasm\"\n[hooks.preferred-allocation]\nguest = \"guests/nonsense.wasm\"\n",
+    );
+    resource(
+        "fallback",
+        "[hooks.allocate]\nguest = \"guests/trap.wasm\"\non-error = \"builtin\"\n[hooks.preferred-allocation]\nguest = \"guests/loop.wasm\"\non-error = \"builtin\"\n",
+    );
+    resource(
+        "sleeper",
+        "[hooks.allocate]\nguest = \"guests/sleeper.wasm\"\n",
+    );
     world
 }
 
@@ -232,11 +268,19 @@ fn prefer(ids: &[String], size: i32) -> PreferredAllocationRequest {
 }
 
 /// Asserts an RPC failed with `code` and a message holding every needle.
-fn expect<T: std::fmt::Debug>(result: Result<T, tonic::Status>, code: tonic::Code, needles: &[&str]) {
+fn expect<T: std::fmt::Debug>(
+    result: Result<T, tonic::Status>,
+    code: tonic::Code,
+    needles: &[&str],
+) {
     let err = result.unwrap_err();
     assert_eq!(err.code(), code, "{err:?}");
     for needle in needles {
-        assert!(err.message().contains(needle), "{needle:?} not in {:?}", err.message());
+        assert!(
+            err.message().contains(needle),
+            "{needle:?} not in {:?}",
+            err.message()
+        );
     }
 }
 
@@ -245,7 +289,9 @@ async fn hostile_guests_fail_only_their_own_calls() {
     let world = hostile_world();
     let kubelet = world.kubelet().await;
     let mut plugin = world.spawn();
-    let names = ["good", "looping", "bomb", "trap", "nonsense", "fallback", "sleeper"];
+    let names = [
+        "good", "looping", "bomb", "trap", "nonsense", "fallback", "sleeper",
+    ];
     for name in names {
         kubelet
             .wait_registered(&format!("hostile.example.com/{name}"), 1, WAIT)
@@ -267,7 +313,9 @@ async fn hostile_guests_fail_only_their_own_calls() {
             let mut served = 0;
             for round in 0..200 {
                 good.allocate(allocate_one(&ids[round % 4])).await.unwrap();
-                good.get_preferred_allocation(prefer(&ids, 2)).await.unwrap();
+                good.get_preferred_allocation(prefer(&ids, 2))
+                    .await
+                    .unwrap();
                 served += 1;
             }
             served
@@ -280,41 +328,99 @@ async fn hostile_guests_fail_only_their_own_calls() {
     let mut nonsense = client("nonsense").await.unwrap();
     let mut sleeper = client("sleeper").await.unwrap();
     for _ in 0..3 {
-        expect(looping.allocate(allocate_one("fuse::0")).await, tonic::Code::DeadlineExceeded, &["loop.wasm", "allocate"]);
-        expect(looping.get_preferred_allocation(prefer(&ids, 2)).await, tonic::Code::DeadlineExceeded, &["loop.wasm", "preferred-allocation"]);
-        expect(bomb.allocate(allocate_one("fuse::1")).await, tonic::Code::Internal, &["bomb.wasm", "allocate"]);
-        expect(trap.allocate(allocate_one("fuse::2")).await, tonic::Code::Internal, &["trap.wasm", "allocate"]);
         expect(
-            trap.pre_start_container(PreStartContainerRequest { devices_ids: vec!["fuse::2".into()] }).await,
+            looping.allocate(allocate_one("fuse::0")).await,
+            tonic::Code::DeadlineExceeded,
+            &["loop.wasm", "allocate"],
+        );
+        expect(
+            looping.get_preferred_allocation(prefer(&ids, 2)).await,
+            tonic::Code::DeadlineExceeded,
+            &["loop.wasm", "preferred-allocation"],
+        );
+        expect(
+            bomb.allocate(allocate_one("fuse::1")).await,
+            tonic::Code::Internal,
+            &["bomb.wasm", "allocate"],
+        );
+        expect(
+            trap.allocate(allocate_one("fuse::2")).await,
+            tonic::Code::Internal,
+            &["trap.wasm", "allocate"],
+        );
+        expect(
+            trap.pre_start_container(PreStartContainerRequest {
+                devices_ids: vec!["fuse::2".into()],
+            })
+            .await,
             tonic::Code::Internal,
             &["trap.wasm", "pre-start"],
         );
-        expect(nonsense.allocate(allocate_one("fuse::3")).await, tonic::Code::Internal, &["nonsense.wasm", "invalid answer"]);
-        expect(nonsense.get_preferred_allocation(prefer(&ids, 2)).await, tonic::Code::Internal, &["nonsense.wasm", "invalid answer"]);
-        expect(sleeper.allocate(allocate_one("fuse::0")).await, tonic::Code::Internal, &["sleeper.wasm", "allocate", "block"]);
+        expect(
+            nonsense.allocate(allocate_one("fuse::3")).await,
+            tonic::Code::Internal,
+            &["nonsense.wasm", "invalid answer"],
+        );
+        expect(
+            nonsense.get_preferred_allocation(prefer(&ids, 2)).await,
+            tonic::Code::Internal,
+            &["nonsense.wasm", "invalid answer"],
+        );
+        expect(
+            sleeper.allocate(allocate_one("fuse::0")).await,
+            tonic::Code::Internal,
+            &["sleeper.wasm", "allocate", "block"],
+        );
     }
 
     // on-error = "builtin": the same failures answer with the built-in policy.
     let mut fallback = client("fallback").await.unwrap();
-    let response = fallback.allocate(allocate_one("fuse::0")).await.unwrap().into_inner();
-    assert_eq!(response.container_responses[0].devices[0].host_path, "/dev/fuse");
-    let preferred = fallback.get_preferred_allocation(prefer(&ids, 2)).await.unwrap().into_inner();
+    let response = fallback
+        .allocate(allocate_one("fuse::0"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        response.container_responses[0].devices[0].host_path,
+        "/dev/fuse"
+    );
+    let preferred = fallback
+        .get_preferred_allocation(prefer(&ids, 2))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(preferred.container_responses[0].device_i_ds.len(), 2);
 
     let served = tokio::time::timeout(WAIT, good).await.unwrap().unwrap();
     assert_eq!(served, 200);
     // The host is still whole: every resource still registered and listed.
-    assert!(kubelet.state().violations.is_empty(), "{:?}", kubelet.state().violations);
+    assert!(
+        kubelet.state().violations.is_empty(),
+        "{:?}",
+        kubelet.state().violations
+    );
     assert!(plugin.wait(Duration::ZERO).await.is_none(), "the host died");
 }
 
 #[tokio::test]
 async fn guests_that_cannot_load_are_refused_by_name() {
     let cases = [
-        (wdp_guest_artifacts::HOSTILE_WRONG_EXPORT, "pre-start", "telemetry"),
-        (wdp_guest_artifacts::HOSTILE_BAD_IMPORT, "pre-start", "import"),
+        (
+            wdp_guest_artifacts::HOSTILE_WRONG_EXPORT,
+            "pre-start",
+            "telemetry",
+        ),
+        (
+            wdp_guest_artifacts::HOSTILE_BAD_IMPORT,
+            "pre-start",
+            "import",
+        ),
         (wdp_guest_artifacts::HOSTILE_WRONG_VERSION, "health", "0.2"),
-        (wdp_guest_artifacts::PCI_FILTER, "allocate", "does not export the allocate hook"),
+        (
+            wdp_guest_artifacts::PCI_FILTER,
+            "allocate",
+            "does not export the allocate hook",
+        ),
     ];
     for (built, hook, needle) in cases {
         let world = World::new();
@@ -326,11 +432,16 @@ async fn guests_that_cannot_load_are_refused_by_name() {
         );
         let (code, _, stderr) = run_to_end(&[
             "check",
-            "--config-dir", world.config().to_str().unwrap(),
-            "--host-root", world.root().to_str().unwrap(),
+            "--config-dir",
+            world.config().to_str().unwrap(),
+            "--host-root",
+            world.root().to_str().unwrap(),
         ]);
         assert_ne!(code, 0, "{built} loaded");
-        assert!(stderr.contains("r.toml") && stderr.contains("g.wasm"), "{stderr}");
+        assert!(
+            stderr.contains("r.toml") && stderr.contains("g.wasm"),
+            "{stderr}"
+        );
         assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
     }
 }

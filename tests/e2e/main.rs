@@ -7,3 +7,4 @@ mod support;
 
 mod core;
 mod guests;
+mod reload;

@@ -21,7 +21,10 @@ pub struct World {
 
 impl World {
     pub fn new() -> Self {
-        let tmp = tempfile::Builder::new().prefix("wdp-e2e-").tempdir().unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("wdp-e2e-")
+            .tempdir()
+            .unwrap();
         for d in ["root/dev", "config", "plugins"] {
             std::fs::create_dir_all(tmp.path().join(d)).unwrap();
         }
@@ -64,15 +67,23 @@ impl World {
     }
 
     pub fn spawn(&self) -> Plugin {
-        Plugin::spawn(&[
+        self.spawn_with(&[])
+    }
+
+    /// Runs the plugin on this world with extra arguments.
+    pub fn spawn_with(&self, extra: &[&str]) -> Plugin {
+        let (config, plugins, root) = (self.config(), self.plugins(), self.root());
+        let mut args = vec![
             "run",
             "--config-dir",
-            self.config().to_str().unwrap(),
+            config.to_str().unwrap(),
             "--device-plugin-dir",
-            self.plugins().to_str().unwrap(),
+            plugins.to_str().unwrap(),
             "--host-root",
-            self.root().to_str().unwrap(),
-        ], self.tmp.path())
+            root.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Plugin::spawn(&args, self.tmp.path())
     }
 
     /// Sockets currently in the device-plugin folder, kubelet.sock excluded.
@@ -126,7 +137,9 @@ impl Plugin {
             .status()
             .unwrap();
         assert!(status.success());
-        self.wait(WAIT).await.expect("plugin did not exit after SIGTERM")
+        self.wait(WAIT)
+            .await
+            .expect("plugin did not exit after SIGTERM")
     }
 
     /// Waits for the process to exit, at most `limit`.
@@ -146,4 +159,50 @@ pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// A loopback address with a port that was free a moment ago.
+pub fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// `GET path` over HTTP/1.0; returns (status code, body).
+pub async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await?;
+    let code = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Ok((code, body))
+}
+
+/// The value of the sample `series` (name with labels) in a scrape.
+pub fn metric_value(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Polls `/metrics` until the sample `series` satisfies `condition`.
+pub async fn wait_metric(addr: &str, series: &str, condition: impl Fn(f64) -> bool) -> f64 {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut interval = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        interval.tick().await;
+        if let Ok((200, body)) = http_get(addr, "/metrics").await
+            && let Some(value) = metric_value(&body, series)
+            && condition(value)
+        {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "metric {series} never reached the expected value");
+    }
 }

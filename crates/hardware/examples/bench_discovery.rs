@@ -61,8 +61,14 @@ fn function(
     ] {
         write(&dir.join(file), &format!("{value}\n"));
     }
-    link(&format!("{up}bus/pci/drivers/{driver}"), &dir.join("driver"));
-    link(&format!("{up}kernel/iommu_groups/{group}"), &dir.join("iommu_group"));
+    link(
+        &format!("{up}bus/pci/drivers/{driver}"),
+        &dir.join("driver"),
+    );
+    link(
+        &format!("{up}kernel/iommu_groups/{group}"),
+        &dir.join("iommu_group"),
+    );
     std::fs::create_dir_all(root.join(format!("sys/bus/pci/drivers/{driver}"))).unwrap();
     std::fs::create_dir_all(root.join(format!("sys/kernel/iommu_groups/{group}"))).unwrap();
     link(
@@ -72,23 +78,36 @@ fn function(
 }
 
 fn generate(root: &Path) -> usize {
-    write(&root.join("sys/devices/system/node/node0/cpulist"), "0-31\n");
-    write(&root.join("sys/devices/system/node/node1/cpulist"), "32-63\n");
+    write(
+        &root.join("sys/devices/system/node/node0/cpulist"),
+        "0-31\n",
+    );
+    write(
+        &root.join("sys/devices/system/node/node1/cpulist"),
+        "32-63\n",
+    );
     let mut group = 0;
     let mut gpus = 0;
     for port in 0..ROOT_PORTS {
         let numa = port * 2 / ROOT_PORTS;
         let rp = format!("0000:00:{:02x}.{}", port / 8, port % 8);
         let rp_rel = format!("pci0000:00/{rp}");
-        function(root, &rp_rel, &rp, "0x8086", "0x352a", "0x060400", "pcieport", numa, group);
+        function(
+            root, &rp_rel, &rp, "0x8086", "0x352a", "0x060400", "pcieport", numa, group,
+        );
         group += 1;
         for dev in 0..ENDPOINTS_PER_PORT {
             let addr = format!("0000:{:02x}:{dev:02x}.0", port + 1);
             let rel = format!("{rp_rel}/{addr}");
             if dev < 2 || (dev == 2 && port % 4 == 0) {
-                function(root, &rel, &addr, "0x10de", "0x2330", "0x030200", "nvidia", numa, group);
+                function(
+                    root, &rel, &addr, "0x10de", "0x2330", "0x030200", "nvidia", numa, group,
+                );
                 let render = 128 + gpus;
-                let drm = root.join("sys/devices").join(&rel).join(format!("drm/renderD{render}"));
+                let drm = root
+                    .join("sys/devices")
+                    .join(&rel)
+                    .join(format!("drm/renderD{render}"));
                 write(&drm.join("dev"), &format!("226:{render}\n"));
                 write(
                     &drm.join("uevent"),
@@ -97,7 +116,9 @@ fn generate(root: &Path) -> usize {
                 write(&root.join(format!("dev/dri/renderD{render}")), "");
                 gpus += 1;
             } else {
-                function(root, &rel, &addr, "0x8086", "0x159b", "0x020000", "ice", numa, group);
+                function(
+                    root, &rel, &addr, "0x8086", "0x159b", "0x020000", "ice", numa, group,
+                );
             }
             group += 1;
         }
@@ -140,7 +161,11 @@ fn bench(root: &HostRoot, name: &str, selectors: &[Selector], iterations: usize)
         return;
     }
     let warm = discover(root, selectors).unwrap();
-    assert!(warm.warnings.is_empty(), "{:?}", &warm.warnings[..3.min(warm.warnings.len())]);
+    assert!(
+        warm.warnings.is_empty(),
+        "{:?}",
+        &warm.warnings[..3.min(warm.warnings.len())]
+    );
     let cpu_start = cpu_time();
     let times = (0..iterations)
         .map(|_| {
@@ -151,10 +176,17 @@ fn bench(root: &HostRoot, name: &str, selectors: &[Selector], iterations: usize)
             elapsed
         })
         .collect();
-    let cpu = cpu_start.zip(cpu_time()).map(|(a, b)| (b - a) / iterations as u32);
+    let cpu = cpu_start
+        .zip(cpu_time())
+        .map(|(a, b)| (b - a) / iterations as u32);
     report(name, times, warm.candidates.len());
     if let Some(cpu) = cpu {
-        println!("{:<48} {:>13} mean CPU    {:>8.2} ms", "", "", cpu.as_secs_f64() * 1e3);
+        println!(
+            "{:<48} {:>13} mean CPU    {:>8.2} ms",
+            "",
+            "",
+            cpu.as_secs_f64() * 1e3
+        );
     }
 }
 
@@ -192,9 +224,24 @@ fn main() {
         optional: false,
     });
     println!("{iterations} iterations each");
-    bench(&root, "PCI: GPUs of 1,000 functions", std::slice::from_ref(&gpus_sel), iterations);
-    bench(&root, "PCI: all 1,000 functions", std::slice::from_ref(&all_pci), iterations);
-    bench(&root, "nodes: 10,000 by glob", std::slice::from_ref(&nodes), iterations);
+    bench(
+        &root,
+        "PCI: GPUs of 1,000 functions",
+        std::slice::from_ref(&gpus_sel),
+        iterations,
+    );
+    bench(
+        &root,
+        "PCI: all 1,000 functions",
+        std::slice::from_ref(&all_pci),
+        iterations,
+    );
+    bench(
+        &root,
+        "nodes: 10,000 by glob",
+        std::slice::from_ref(&nodes),
+        iterations,
+    );
     bench(
         &root,
         "GPUs of 1,000 functions + 10,000 nodes",

@@ -64,7 +64,9 @@ pub enum AccessError {
         name: String,
     },
     /// A write to an attribute the resource's config does not grant.
-    #[error("device {candidate}: writing attribute {name:?} is not granted by the resource's config")]
+    #[error(
+        "device {candidate}: writing attribute {name:?} is not granted by the resource's config"
+    )]
     NotGranted {
         /// Candidate id.
         candidate: String,
@@ -236,7 +238,11 @@ fn resolve(
 /// Opens the resolved attribute without following a final symlink and
 /// without blocking, then checks it is the file that was resolved and a
 /// regular file.
-fn open_checked(options: &mut OpenOptions, r: &Resolved, ctx: &Ctx<'_>) -> Result<File, AccessError> {
+fn open_checked(
+    options: &mut OpenOptions,
+    r: &Resolved,
+    ctx: &Ctx<'_>,
+) -> Result<File, AccessError> {
     let file = options
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&r.real)
@@ -299,7 +305,11 @@ pub fn read_attribute_bytes(
 /// # Errors
 /// [`AccessError`] naming the candidate and attribute; [`AccessError::NotText`]
 /// for a binary attribute (use [`read_attribute_bytes`]).
-pub fn read_attribute(root: &HostRoot, candidate: &Candidate, name: &str) -> Result<String, AccessError> {
+pub fn read_attribute(
+    root: &HostRoot,
+    candidate: &Candidate,
+    name: &str,
+) -> Result<String, AccessError> {
     let bytes = read_attribute_bytes(root, candidate, name)?;
     let mut text = String::from_utf8(bytes).map_err(|_| AccessError::NotText {
         candidate: candidate.id.clone(),
@@ -371,15 +381,16 @@ pub fn write_attribute(
 ///
 /// # Errors
 /// [`AccessError`] naming the candidate and directory.
-pub fn list_attributes(root: &HostRoot, candidate: &Candidate, name: &str) -> Result<Vec<String>, AccessError> {
+pub fn list_attributes(
+    root: &HostRoot,
+    candidate: &Candidate,
+    name: &str,
+) -> Result<Vec<String>, AccessError> {
     let ctx = Ctx {
         candidate: &candidate.id,
         name,
     };
-    let whole_dir = name.is_empty()
-        || Path::new(name)
-            .components()
-            .all(|c| c == Component::CurDir);
+    let whole_dir = name.is_empty() || Path::new(name).components().all(|c| c == Component::CurDir);
     let dir = if whole_dir {
         None
     } else {
@@ -422,7 +433,10 @@ mod tests {
     #[test]
     fn names() {
         assert_eq!(normal_name("reset"), Ok("reset".into()));
-        assert_eq!(normal_name("./drm//renderD128/dev"), Ok("drm/renderD128/dev".into()));
+        assert_eq!(
+            normal_name("./drm//renderD128/dev"),
+            Ok("drm/renderD128/dev".into())
+        );
         assert!(normal_name("../vendor").is_err());
         assert!(normal_name("drm/../vendor").is_err());
         assert!(normal_name("/etc/passwd").is_err());

@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, Dir, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use crate::sysfs::DISCOVERY_READ_CAP;
 
@@ -80,29 +80,37 @@ pub(crate) fn exists_at(dir: impl AsFd, name: &str) -> bool {
     rustix::fs::statat(dir, name, AtFlags::empty()).is_ok()
 }
 
-/// Entry names of an open directory (consumed), sorted, without `.`/`..`.
-pub(crate) fn list_fd(fd: OwnedFd) -> io::Result<(Vec<String>, Dir)> {
-    let mut dir = Dir::new(fd)?;
-    let mut names = Vec::new();
-    while let Some(entry) = dir.read() {
+/// Entries of an open directory (read from its current offset), with the
+/// type the listing gives, without `.`/`..` and names that are not UTF-8;
+/// unsorted. `big` uses a larger buffer, for directories like `/dev`.
+pub(crate) fn entries(dir: impl AsFd, big: bool) -> io::Result<Vec<(String, FileType)>> {
+    let mut buf = Vec::with_capacity(if big { 64 * 1024 } else { 8 * 1024 });
+    let mut raw = RawDir::new(dir, buf.spare_capacity_mut());
+    let mut out = Vec::new();
+    while let Some(entry) = raw.next() {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
         if let Ok(name) = std::str::from_utf8(name) {
-            names.push(name.to_string());
+            out.push((name.to_string(), entry.file_type()));
         }
     }
+    Ok(out)
+}
+
+/// Entry names of an open directory, sorted, without `.`/`..`.
+pub(crate) fn names_of(dir: impl AsFd) -> io::Result<Vec<String>> {
+    let mut names: Vec<String> = entries(dir, false)?.into_iter().map(|(n, _)| n).collect();
     names.sort_unstable();
-    Ok((names, dir))
+    Ok(names)
 }
 
 /// Entry names of directory `name` relative to `dir`, sorted; empty when it
 /// cannot be listed.
 pub(crate) fn names_at(dir: impl AsFd, name: &str) -> Vec<String> {
     open_dir_at(dir, name)
-        .and_then(list_fd)
-        .map(|(names, _)| names)
+        .and_then(names_of)
         .unwrap_or_default()
 }

@@ -23,8 +23,8 @@
 //! On a real node rules 1–3 never apply: devfs holds real nodes.
 
 use std::collections::HashMap;
-use std::io;
 use std::fs::FileType;
+use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -189,37 +189,38 @@ impl<'a> NodeResolver<'a> {
             return Ok(None);
         }
         let mut sysfs_dir = None;
-        let (node_type, major, minor) = if matches!(kind, EntryKind::CharDevice | EntryKind::BlockDevice) {
-            let rdev = match meta {
-                Some(m) => m.rdev(),
-                None => std::fs::symlink_metadata(self.root.resolve(host))?.rdev(),
-            };
-            let t = if kind == EntryKind::CharDevice {
-                NodeType::Char
+        let (node_type, major, minor) =
+            if matches!(kind, EntryKind::CharDevice | EntryKind::BlockDevice) {
+                let rdev = match meta {
+                    Some(m) => m.rdev(),
+                    None => std::fs::symlink_metadata(self.root.resolve(host))?.rdev(),
+                };
+                let t = if kind == EntryKind::CharDevice {
+                    NodeType::Char
+                } else {
+                    NodeType::Block
+                };
+                (t, dev_major(rdev), dev_minor(rdev))
+            } else if let Some((major, minor)) = hint {
+                (NodeType::Char, major, minor)
+            } else if self.index().is_empty() {
+                (NodeType::Other, 0, 0)
             } else {
-                NodeType::Block
-            };
-            (t, dev_major(rdev), dev_minor(rdev))
-        } else if let Some((major, minor)) = hint {
-            (NodeType::Char, major, minor)
-        } else if self.index().is_empty() {
-            (NodeType::Other, 0, 0)
-        } else {
-            let index = self.index();
-            let lookup = |p: &Path| {
-                p.strip_prefix("/dev")
-                    .ok()
-                    .and_then(|name| index.get(name))
-                    .cloned()
-            };
-            match target.as_deref().and_then(lookup).or_else(|| lookup(host)) {
-                Some((t, major, minor, dir)) => {
-                    sysfs_dir = Some(dir);
-                    (t, major, minor)
+                let index = self.index();
+                let lookup = |p: &Path| {
+                    p.strip_prefix("/dev")
+                        .ok()
+                        .and_then(|name| index.get(name))
+                        .cloned()
+                };
+                match target.as_deref().and_then(lookup).or_else(|| lookup(host)) {
+                    Some((t, major, minor, dir)) => {
+                        sysfs_dir = Some(dir);
+                        (t, major, minor)
+                    }
+                    None => (NodeType::Other, 0, 0),
                 }
-                None => (NodeType::Other, 0, 0),
-            }
-        };
+            };
         Ok(Some((node_type, major, minor, target, sysfs_dir)))
     }
 
@@ -332,19 +333,10 @@ fn parts(pattern: &str) -> Result<Vec<Part>, HardwareError> {
 /// empty; other errors are recorded.
 fn list(root: &HostRoot, dir: &Path, issues: &mut GlobIssues) -> Vec<(String, Option<EntryKind>)> {
     let listed = crate::fsat::open_dir(&root.resolve(dir)).and_then(|fd| {
-        let mut out = Vec::new();
-        let mut entries = rustix::fs::Dir::new(fd)?;
-        while let Some(entry) = entries.read() {
-            let entry = entry?;
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            if let Ok(name) = std::str::from_utf8(name) {
-                out.push((name.to_string(), EntryKind::from_rustix(entry.file_type())));
-            }
-        }
-        Ok(out)
+        Ok(crate::fsat::entries(&fd, true)?
+            .into_iter()
+            .map(|(name, t)| (name, EntryKind::from_rustix(t)))
+            .collect::<Vec<_>>())
     });
     match listed {
         Ok(mut out) => {
@@ -352,7 +344,10 @@ fn list(root: &HostRoot, dir: &Path, issues: &mut GlobIssues) -> Vec<(String, Op
             out
         }
         Err(e) => {
-            if !matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) {
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) {
                 issues.push((dir.to_path_buf(), e));
             }
             Vec::new()
@@ -527,8 +522,7 @@ mod tests {
         assert!(glob_nodes(&root, "/dev/missing").unwrap().is_empty());
         // Directories do not match; a dangling link is skipped here, and a
         // warning naming it in discovery.
-        let (_, issues) =
-            glob_resolved(&mut NodeResolver::new(&root), "/dev/*").unwrap();
+        let (_, issues) = glob_resolved(&mut NodeResolver::new(&root), "/dev/*").unwrap();
         assert_eq!(issues.len(), 1);
         assert_eq!(issues[0].0, PathBuf::from("/dev/dangling"));
         let all: Vec<_> = glob_nodes(&root, "/dev/*")

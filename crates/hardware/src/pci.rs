@@ -27,11 +27,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::candidate::{Candidate, CandidateKind, DeviceNode, Scan};
+use crate::fsat::{
+    exists_at, names_at, names_of, open_dir, open_dir_at, read_at, read_link_at, read_trimmed_at,
+};
 use crate::nodes::{NodeResolver, parse_devnum};
 use crate::root::{HostRoot, link_target_host};
-use crate::fsat::{
-    exists_at, list_fd, names_at, open_dir, open_dir_at, read_at, read_link_at, read_trimmed_at,
-};
 use crate::sysfs::{parse_hex, read_string, uevent_value};
 
 /// Host path of the PCI device list.
@@ -100,14 +100,16 @@ impl PciFacts for LazyFacts<'_, '_> {
             .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "class", true))
     }
     fn subsystem_vendor(&mut self) -> Option<u32> {
-        *self
-            .subsystem_vendor
-            .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "subsystem_vendor", false))
+        *self.subsystem_vendor.get_or_insert_with(|| {
+            self.scan
+                .hex_file(self.fd, self.host, "subsystem_vendor", false)
+        })
     }
     fn subsystem_device(&mut self) -> Option<u32> {
-        *self
-            .subsystem_device
-            .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "subsystem_device", false))
+        *self.subsystem_device.get_or_insert_with(|| {
+            self.scan
+                .hex_file(self.fd, self.host, "subsystem_device", false)
+        })
     }
     fn driver(&mut self) -> Option<&str> {
         self.driver
@@ -183,7 +185,9 @@ pub(crate) fn numa_node_count(root: &HostRoot) -> usize {
 struct PciScan<'r> {
     root: &'r HostRoot,
     /// `/sys/bus/pci/devices`, open.
-    bus: OwnedFd,
+    bus: BorrowedFd<'r>,
+    /// Whether `/proc/driver/nvidia/gpus` exists (looked up once).
+    nvidia_procfs: Option<bool>,
     resolver: NodeResolver<'r>,
     multi_numa: bool,
     /// PF address → (VF address → N of `virtfnN`).
@@ -215,8 +219,26 @@ impl FnDir {
     }
 }
 
-/// Scans the PCI functions, keeping those `keep` accepts.
-pub(crate) fn scan_pci_filtered(root: &HostRoot, keep: &dyn Fn(&mut dyn PciFacts) -> bool) -> Scan {
+/// Bus lists at least this long are scanned on several threads.
+const PARALLEL_MIN: usize = 128;
+
+/// Threads for a long bus list: the CPUs this process may use, at most 4.
+fn scan_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4)
+    })
+}
+
+/// The selector callback of a scan; shared by the scanning threads.
+pub(crate) type PciKeep<'a> = &'a (dyn Fn(&mut dyn PciFacts) -> bool + Sync);
+
+/// Scans the PCI functions, keeping those `keep` accepts. A long bus list
+/// is split into contiguous parts scanned on a few threads (sysfs reads
+/// are syscall-bound); results and warnings keep the bus order.
+pub(crate) fn scan_pci_filtered(root: &HostRoot, keep: PciKeep<'_>) -> Scan {
     let mut warnings = Vec::new();
     let names = list_bus(root, PCI_DEVICES, &mut warnings);
     if names.is_empty() {
@@ -235,23 +257,53 @@ pub(crate) fn scan_pci_filtered(root: &HostRoot, keep: &dyn Fn(&mut dyn PciFacts
             };
         }
     };
-    let mut scan = PciScan {
-        root,
-        bus,
-        resolver: NodeResolver::new(root),
-        multi_numa: numa_node_count(root) > 1,
-        vf_indexes: HashMap::new(),
-        warnings,
+    let multi_numa = numa_node_count(root) > 1;
+    let threads = if names.len() >= PARALLEL_MIN {
+        scan_threads()
+    } else {
+        1
     };
-    let mut candidates = Vec::new();
-    for name in names {
-        if let Some(candidate) = scan.function(&name, keep) {
-            candidates.push(candidate);
+    let part_len = names.len().div_ceil(threads);
+    let scan_part = |part: &[String]| {
+        let mut scan = PciScan {
+            root,
+            bus: bus.as_fd(),
+            resolver: NodeResolver::new(root),
+            multi_numa,
+            vf_indexes: HashMap::new(),
+            nvidia_procfs: None,
+            warnings: Vec::new(),
+        };
+        let candidates: Vec<Candidate> = part
+            .iter()
+            .filter_map(|name| scan.function(name, keep))
+            .collect();
+        (candidates, scan.warnings)
+    };
+    let mut parts = names.chunks(part_len);
+    let first = parts.next().unwrap_or_default();
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .map(|part| scope.spawn(move || scan_part(part)))
+            .collect();
+        let mut results = vec![scan_part(first)];
+        for handle in handles {
+            results.push(
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
         }
+        results
+    });
+    let mut candidates = Vec::new();
+    for (part_candidates, part_warnings) in results {
+        candidates.extend(part_candidates);
+        warnings.extend(part_warnings);
     }
     Scan {
         candidates,
-        warnings: scan.warnings,
+        warnings,
     }
 }
 
@@ -264,7 +316,7 @@ impl PciScan<'_> {
     /// checked to exist).
     fn entry_dir(&mut self, name: &str) -> Option<PathBuf> {
         let link = Path::new(PCI_DEVICES).join(name);
-        match read_link_at(&self.bus, name) {
+        match read_link_at(self.bus, name) {
             Ok(target) => Some(link_target_host(&link, &target)),
             // Not a symlink (a flattened tree): the entry is the directory.
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => Some(link),
@@ -277,8 +329,8 @@ impl PciScan<'_> {
 
     /// Lists a function's open directory.
     fn list_function(&mut self, fd: OwnedFd, host: PathBuf) -> Option<FnDir> {
-        match open_dir_at(&fd, ".").and_then(list_fd) {
-            Ok((names, _)) => Some(FnDir { host, names, fd }),
+        match names_of(&fd) {
+            Ok(names) => Some(FnDir { host, names, fd }),
             Err(e) => {
                 self.warn(&host, format_args!("cannot list ({e}); function skipped"));
                 None
@@ -288,7 +340,13 @@ impl PciScan<'_> {
 
     /// A hex attribute read without a listing; `required` makes its absence
     /// a warning too.
-    fn hex_file(&mut self, fd: BorrowedFd<'_>, dir: &Path, name: &str, required: bool) -> Option<u32> {
+    fn hex_file(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        dir: &Path,
+        name: &str,
+        required: bool,
+    ) -> Option<u32> {
         let path = dir.join(name);
         let text = match read_trimmed_at(fd, name) {
             Ok(t) => t,
@@ -386,20 +444,13 @@ impl PciScan<'_> {
             std::fs::symlink_metadata(self.root.resolve(&target)).is_ok()
         };
         if !exists {
-            self.warn(
-                &link,
-                format_args!("dangling link to {}", target.display()),
-            );
+            self.warn(&link, format_args!("dangling link to {}", target.display()));
             return None;
         }
         Some(target)
     }
 
-    fn function(
-        &mut self,
-        name: &str,
-        keep: &dyn Fn(&mut dyn PciFacts) -> bool,
-    ) -> Option<Candidate> {
+    fn function(&mut self, name: &str, keep: PciKeep<'_>) -> Option<Candidate> {
         if !is_pci_address(name) {
             self.warn(
                 &Path::new(PCI_DEVICES).join(name),
@@ -408,7 +459,9 @@ impl PciScan<'_> {
             return None;
         }
         let host = self.entry_dir(name)?;
-        let fd = match open_dir_at(&self.bus, name) {
+        // Opened by its lexically resolved host path, not through the bus
+        // link, so an absolute link target stays beneath the root.
+        let fd = match open_dir(&self.root.resolve(&host)) {
             Ok(fd) => fd,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.warn(
@@ -430,7 +483,10 @@ impl PciScan<'_> {
                 return None;
             }
             Err(e) => {
-                self.warn(&vendor_path, format_args!("unreadable ({e}); function skipped"));
+                self.warn(
+                    &vendor_path,
+                    format_args!("unreadable ({e}); function skipped"),
+                );
                 return None;
             }
         };
@@ -503,14 +559,14 @@ impl PciScan<'_> {
             attrs.insert("pci.iommu-group".into(), g.clone());
         }
 
-        if let Some(pf_dir) = self.link(&dir, "physfn") {
-            if let Some(pf) = pf_dir.file_name().and_then(|n| n.to_str()) {
-                let pf = pf.to_string();
-                if let Some(index) = self.vf_index(&pf, &pf_dir, name) {
-                    attrs.insert("pci.vf-index".into(), index.to_string());
-                }
-                attrs.insert("pci.physfn".into(), pf);
+        if let Some(pf_dir) = self.link(&dir, "physfn")
+            && let Some(pf) = pf_dir.file_name().and_then(|n| n.to_str())
+        {
+            let pf = pf.to_string();
+            if let Some(index) = self.vf_index(&pf, &pf_dir, name) {
+                attrs.insert("pci.vf-index".into(), index.to_string());
             }
+            attrs.insert("pci.physfn".into(), pf);
         }
         let vfs = self.virtfns(&dir);
         if !vfs.is_empty() {
@@ -563,7 +619,11 @@ impl PciScan<'_> {
             && let Some(minor) = self.nvidia_minor(name)
         {
             attrs.insert("nvidia.minor".into(), minor.to_string());
-            self.add_node(&PathBuf::from(format!("/dev/nvidia{minor}")), None, &mut nodes);
+            self.add_node(
+                &PathBuf::from(format!("/dev/nvidia{minor}")),
+                None,
+                &mut nodes,
+            );
         }
         nodes.sort_by(|a, b| a.path.cmp(&b.path));
         nodes.dedup_by(|a, b| a.path == b.path);
@@ -627,10 +687,10 @@ impl PciScan<'_> {
         prefixes: &[&str],
         nodes: &mut Vec<DeviceNode>,
     ) {
-        let Ok((names, listed)) = open_dir_at(dir.fd(), class_dir).and_then(list_fd) else {
+        let Ok(class_fd) = open_dir_at(dir.fd(), class_dir) else {
             return;
         };
-        let Ok(class_fd) = listed.fd() else {
+        let Ok(names) = names_of(&class_fd) else {
             return;
         };
         for name in names {
@@ -674,11 +734,16 @@ impl PciScan<'_> {
 
     /// `Device Minor` of an NVIDIA GPU from the driver's procfs.
     fn nvidia_minor(&mut self, address: &str) -> Option<u32> {
+        let root = self.root;
+        let procfs = *self
+            .nvidia_procfs
+            .get_or_insert_with(|| root.resolve(Path::new("/proc/driver/nvidia/gpus")).is_dir());
+        if !procfs {
+            return None;
+        }
         let path = PathBuf::from(format!("/proc/driver/nvidia/gpus/{address}/information"));
         let text = read_string(&self.root.resolve(&path)).ok()?;
-        let line = text
-            .lines()
-            .find_map(|l| l.strip_prefix("Device Minor:"))?;
+        let line = text.lines().find_map(|l| l.strip_prefix("Device Minor:"))?;
         let minor = line.trim().parse().ok();
         if minor.is_none() {
             self.warn(&path, format_args!("bad Device Minor: {:?}", line.trim()));

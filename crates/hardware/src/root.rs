@@ -86,7 +86,8 @@ impl HostRoot {
     /// Host path of a real path, or the real path itself when it lies outside
     /// the root (used only for messages, never for reported facts).
     pub(crate) fn display_path(&self, real: &Path) -> PathBuf {
-        self.to_host_path(real).unwrap_or_else(|| real.to_path_buf())
+        self.to_host_path(real)
+            .unwrap_or_else(|| real.to_path_buf())
     }
 
     /// Follows the final-component symlinks of the host path `host`, staying
@@ -143,8 +144,14 @@ mod tests {
     #[test]
     fn resolve_and_back() {
         let root = HostRoot::new("/host");
-        assert_eq!(root.resolve(Path::new("/dev/fuse")), PathBuf::from("/host/dev/fuse"));
-        assert_eq!(root.resolve(Path::new("dev/fuse")), PathBuf::from("/host/dev/fuse"));
+        assert_eq!(
+            root.resolve(Path::new("/dev/fuse")),
+            PathBuf::from("/host/dev/fuse")
+        );
+        assert_eq!(
+            root.resolve(Path::new("dev/fuse")),
+            PathBuf::from("/host/dev/fuse")
+        );
         assert_eq!(root.resolve(Path::new("/")), PathBuf::from("/host"));
         assert_eq!(
             root.resolve(Path::new("/../../etc/./passwd")),
@@ -154,7 +161,10 @@ mod tests {
             root.to_host_path(Path::new("/host/dev/fuse")),
             Some(PathBuf::from("/dev/fuse"))
         );
-        assert_eq!(root.to_host_path(Path::new("/host")), Some(PathBuf::from("/")));
+        assert_eq!(
+            root.to_host_path(Path::new("/host")),
+            Some(PathBuf::from("/"))
+        );
         assert_eq!(root.to_host_path(Path::new("/hostile/x")), None);
         assert_eq!(root.to_host_path(Path::new("relative")), None);
     }
@@ -163,7 +173,10 @@ mod tests {
     fn slash_root_is_identity() {
         let root = HostRoot::default();
         assert!(root.is_slash());
-        assert_eq!(root.resolve(Path::new("/dev/null")), PathBuf::from("/dev/null"));
+        assert_eq!(
+            root.resolve(Path::new("/dev/null")),
+            PathBuf::from("/dev/null")
+        );
         assert_eq!(
             root.to_host_path(Path::new("/dev/null")),
             Some(PathBuf::from("/dev/null"))

@@ -133,7 +133,12 @@ fn id16(
     let Some(v) = value else { return Ok(None) };
     match parse_hex(v) {
         Some(n) if n <= 0xffff => Ok(Some(n)),
-        _ => Err(bad(selector, field, v, "expected a 16-bit hex ID such as 0x10de")),
+        _ => Err(bad(
+            selector,
+            field,
+            v,
+            "expected a 16-bit hex ID such as 0x10de",
+        )),
     }
 }
 
@@ -161,10 +166,15 @@ impl CompiledPci {
                     .or_else(|| digits.strip_prefix("0X"))
                     .unwrap_or(digits);
                 if !matches!(digits.len(), 2 | 4 | 6) {
-                    return Err(bad("pci", "class", v, "expected 2, 4 or 6 hex digits (0x03, 0x0302, 0x030200)"));
+                    return Err(bad(
+                        "pci",
+                        "class",
+                        v,
+                        "expected 2, 4 or 6 hex digits (0x03, 0x0302, 0x030200)",
+                    ));
                 }
-                let n = parse_hex(digits)
-                    .ok_or_else(|| bad("pci", "class", v, "not a hex number"))?;
+                let n =
+                    parse_hex(digits).ok_or_else(|| bad("pci", "class", v, "not a hex number"))?;
                 Some((n, (6 - digits.len() as u32) * 4))
             }
         };
@@ -366,7 +376,9 @@ pub fn discover(root: &HostRoot, selectors: &[Selector]) -> Result<Scan, Hardwar
         let handle = parallel.then(|| scope.spawn(pci_scan));
         let rest = scan_rest(root, &usb, &nodes);
         let pci_result = match handle {
-            Some(h) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
             None if !pci.is_empty() => pci_scan(),
             None => Scan::default(),
         };
@@ -506,11 +518,13 @@ mod tests {
         assert!(s(Some("0x0403"), Some("6001"), Some("A50285BI")).matches(&id));
         assert!(!s(Some("0403"), Some("6010"), None).matches(&id));
         assert!(!s(None, None, Some("a50285bi")).matches(&id));
-        assert!(CompiledUsb::new(&UsbSelector {
-            vendor: Some("xyz".into()),
-            ..Default::default()
-        })
-        .is_err());
+        assert!(
+            CompiledUsb::new(&UsbSelector {
+                vendor: Some("xyz".into()),
+                ..Default::default()
+            })
+            .is_err()
+        );
     }
 
     #[test]
@@ -538,7 +552,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(doc.select.len(), 3);
-        assert!(matches!(&doc.select[0], Selector::Pci(p) if p.subsystem_vendor.as_deref() == Some("10de")));
+        assert!(
+            matches!(&doc.select[0], Selector::Pci(p) if p.subsystem_vendor.as_deref() == Some("10de"))
+        );
         assert!(matches!(&doc.select[2], Selector::Nodes(n) if n.optional));
         for s in &doc.select {
             s.validate().unwrap();

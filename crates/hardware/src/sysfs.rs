@@ -28,7 +28,8 @@ pub(crate) fn read_string(path: &Path) -> io::Result<String> {
         return Ok(String::from_utf8_lossy(&page[..n]).into_owned());
     }
     let mut buf = page.to_vec();
-    file.take(DISCOVERY_READ_CAP - n as u64).read_to_end(&mut buf)?;
+    file.take(DISCOVERY_READ_CAP - n as u64)
+        .read_to_end(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
@@ -119,7 +120,10 @@ mod tests {
 
     #[test]
     fn cpulist() {
-        assert_eq!(parse_cpulist("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpulist("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(parse_cpulist(""), Some(vec![]));
         assert_eq!(parse_cpulist("3-1"), None);
         assert_eq!(parse_cpulist("x"), None);

@@ -63,7 +63,10 @@ fn usb_device(
         Ok(target) => link_target_host(&link, &target),
         Err(e) if e.kind() == io::ErrorKind::InvalidInput => link.clone(),
         Err(e) => {
-            warnings.push(format!("{}: unreadable ({e}); device skipped", link.display()));
+            warnings.push(format!(
+                "{}: unreadable ({e}); device skipped",
+                link.display()
+            ));
             return None;
         }
     };
@@ -100,7 +103,10 @@ fn usb_device(
 
     let vendor_path = dir.join("idVendor");
     let Some(vendor_text) = vendor_text else {
-        warnings.push(format!("{}: missing; device skipped", vendor_path.display()));
+        warnings.push(format!(
+            "{}: missing; device skipped",
+            vendor_path.display()
+        ));
         return None;
     };
     let Some(vendor) = parse_hex(&vendor_text) else {
@@ -152,7 +158,9 @@ fn usb_device(
     put("usb.speed", speed);
     put(
         "usb.device-class",
-        device_class.and_then(|c| parse_hex(&c)).map(|c| format!("0x{c:02x}")),
+        device_class
+            .and_then(|c| parse_hex(&c))
+            .map(|c| format!("0x{c:02x}")),
     );
     put("usb.path", Some(dir.to_string_lossy().into_owned()));
 
@@ -160,7 +168,10 @@ fn usb_device(
         let text = text?;
         let n: Option<u32> = text.parse().ok();
         if n.is_none() {
-            warnings.push(format!("{}: not a number: {text:?}", dir.join(file).display()));
+            warnings.push(format!(
+                "{}: not a number: {text:?}",
+                dir.join(file).display()
+            ));
         }
         n
     };

@@ -117,7 +117,10 @@ impl ChangeWatcher {
                     if !relevant(&event) {
                         return;
                     }
-                    if matches!(event.kind, EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))) {
+                    if matches!(
+                        event.kind,
+                        EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
+                    ) {
                         event_dropped
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
@@ -170,9 +173,8 @@ impl ChangeWatcher {
             }
             wanted.insert(self.root.resolve(&host));
         }
-        let dropped: HashSet<PathBuf> = std::mem::take(
-            &mut *self.dropped.lock().unwrap_or_else(PoisonError::into_inner),
-        );
+        let dropped: HashSet<PathBuf> =
+            std::mem::take(&mut *self.dropped.lock().unwrap_or_else(PoisonError::into_inner));
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let stale: Vec<PathBuf> = state.watched.difference(&wanted).cloned().collect();
         for path in stale {
@@ -240,7 +242,11 @@ fn pattern_dir(pattern: &str) -> PathBuf {
 /// its sysfs directory, its driver's directory (the `driver` link's target,
 /// where binding adds and removes links) and the parent directory of each of
 /// its nodes. Sorted, unique; pass to [`ChangeWatcher::set_paths`].
-pub fn watch_paths(root: &HostRoot, selectors: &[Selector], candidates: &[Candidate]) -> Vec<PathBuf> {
+pub fn watch_paths(
+    root: &HostRoot,
+    selectors: &[Selector],
+    candidates: &[Candidate],
+) -> Vec<PathBuf> {
     let mut paths = BTreeSet::new();
     for s in selectors {
         match s {
@@ -291,9 +297,15 @@ mod tests {
             EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)),
             file
         )));
-        assert!(relevant(&event(EventKind::Modify(ModifyKind::Data(DataChange::Any)), file)));
+        assert!(relevant(&event(
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            file
+        )));
         assert!(relevant(&event(EventKind::Create(CreateKind::File), file)));
-        assert!(relevant(&event(EventKind::Remove(RemoveKind::Any), "/gone")));
+        assert!(relevant(&event(
+            EventKind::Remove(RemoveKind::Any),
+            "/gone"
+        )));
         if Path::new("/dev/null").exists() {
             assert!(!relevant(&event(
                 EventKind::Modify(ModifyKind::Data(DataChange::Any)),

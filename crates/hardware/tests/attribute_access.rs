@@ -26,10 +26,13 @@ struct Setup {
 
 fn setup() -> Setup {
     let (dir, root) = fixture_copy("sriov-nic");
-    let scan = discover(&root, &[Selector::Pci(PciSelector {
-        vendor: Some("15b3".into()),
-        ..Default::default()
-    })])
+    let scan = discover(
+        &root,
+        &[Selector::Pci(PciSelector {
+            vendor: Some("15b3".into()),
+            ..Default::default()
+        })],
+    )
     .unwrap();
     let pf = find(&scan, "0000:3b:00.0").clone();
     let vf = find(&scan, "0000:3b:00.4").clone();
@@ -55,18 +58,27 @@ fn reads_beneath_the_device() {
     let s = setup();
     assert_eq!(read_attribute(&s.root, &s.vf, "vendor").unwrap(), "0x15b3");
     assert_eq!(read_attribute(&s.root, &s.pf, "sriov_numvfs").unwrap(), "4");
-    assert_eq!(read_attribute(&s.root, &s.pf, "./current_link_width").unwrap(), "16");
+    assert_eq!(
+        read_attribute(&s.root, &s.pf, "./current_link_width").unwrap(),
+        "16"
+    );
     assert_eq!(
         read_attribute(&s.root, &s.pf, "infiniband_verbs/uverbs0/dev").unwrap(),
         "231:192"
     );
-    assert_eq!(read_attribute_bytes(&s.root, &s.vf, "class").unwrap(), b"0x020000\n");
+    assert_eq!(
+        read_attribute_bytes(&s.root, &s.vf, "class").unwrap(),
+        b"0x020000\n"
+    );
     // A symlink that stays inside the device directory is fine.
     std::os::unix::fs::symlink("vendor", s.dir.path().join(VF2).join("alias")).unwrap();
     assert_eq!(read_attribute(&s.root, &s.vf, "alias").unwrap(), "0x15b3");
     let names = list_attributes(&s.root, &s.pf, "").unwrap();
     assert!(names.contains(&"vendor".to_string()) && names.contains(&"virtfn0".to_string()));
-    assert_eq!(list_attributes(&s.root, &s.pf, "net").unwrap(), ["ens1f0np0"]);
+    assert_eq!(
+        list_attributes(&s.root, &s.pf, "net").unwrap(),
+        ["ens1f0np0"]
+    );
 }
 
 fn assert_refused(err: AccessError, candidate: &str, name: &str) {
@@ -86,26 +98,61 @@ fn path_tricks_are_refused() {
     let s = setup();
     let vf_dir = s.dir.path().join(VF2);
     // `..` in any position, even when it would land inside.
-    for name in ["../0000:3b:00.0/sriov_numvfs", "net/../vendor", "..", "a/../../x"] {
-        assert_refused(read_attribute(&s.root, &s.vf, name).unwrap_err(), "0000:3b:00.4", name);
+    for name in [
+        "../0000:3b:00.0/sriov_numvfs",
+        "net/../vendor",
+        "..",
+        "a/../../x",
+    ] {
+        assert_refused(
+            read_attribute(&s.root, &s.vf, name).unwrap_err(),
+            "0000:3b:00.4",
+            name,
+        );
     }
     // Absolute names.
     let secret = s.secret.to_str().unwrap();
     for name in ["/etc/passwd", secret] {
-        assert_refused(read_attribute(&s.root, &s.vf, name).unwrap_err(), "0000:3b:00.4", name);
+        assert_refused(
+            read_attribute(&s.root, &s.vf, name).unwrap_err(),
+            "0000:3b:00.4",
+            name,
+        );
     }
     // The kernel's own links out of the device directory.
-    for name in ["driver/bind", "iommu_group/devices", "physfn/sriov_numvfs", "physfn"] {
-        assert_refused(read_attribute(&s.root, &s.vf, name).unwrap_err(), "0000:3b:00.4", name);
+    for name in [
+        "driver/bind",
+        "iommu_group/devices",
+        "physfn/sriov_numvfs",
+        "physfn",
+    ] {
+        assert_refused(
+            read_attribute(&s.root, &s.vf, name).unwrap_err(),
+            "0000:3b:00.4",
+            name,
+        );
     }
     // Planted symlinks: absolute out of the root, relative out of the tree,
     // a directory link out of the device, and a chain.
     std::os::unix::fs::symlink(&s.secret, vf_dir.join("evil-abs")).unwrap();
-    std::os::unix::fs::symlink("../../../../../../../../../../../../etc/passwd", vf_dir.join("evil-rel")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../../../../../../../../../../etc/passwd",
+        vf_dir.join("evil-rel"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("../0000:3b:00.0", vf_dir.join("evil-dir")).unwrap();
     std::os::unix::fs::symlink("evil-abs", vf_dir.join("evil-chain")).unwrap();
-    for name in ["evil-abs", "evil-rel", "evil-dir/sriov_numvfs", "evil-chain"] {
-        assert_refused(read_attribute(&s.root, &s.vf, name).unwrap_err(), "0000:3b:00.4", name);
+    for name in [
+        "evil-abs",
+        "evil-rel",
+        "evil-dir/sriov_numvfs",
+        "evil-chain",
+    ] {
+        assert_refused(
+            read_attribute(&s.root, &s.vf, name).unwrap_err(),
+            "0000:3b:00.4",
+            name,
+        );
         assert_refused(
             write_attribute(&s.root, &s.vf, name, "x", &granted(&[name])).unwrap_err(),
             "0000:3b:00.4",
@@ -130,7 +177,11 @@ fn path_tricks_are_refused() {
 #[test]
 fn a_device_dir_outside_the_root_is_refused() {
     let s = setup();
-    std::os::unix::fs::symlink(s.secret.parent().unwrap(), s.dir.path().join("sys/devices/escape")).unwrap();
+    std::os::unix::fs::symlink(
+        s.secret.parent().unwrap(),
+        s.dir.path().join("sys/devices/escape"),
+    )
+    .unwrap();
     let mut forged = s.vf.clone();
     forged.sysfs_dir = Some(PathBuf::from("/sys/devices/escape"));
     assert!(matches!(
@@ -173,7 +224,10 @@ fn odd_files() {
         read_attribute(&s.root, &s.vf, "binary").unwrap_err(),
         AccessError::NotText { .. }
     ));
-    assert_eq!(read_attribute_bytes(&s.root, &s.vf, "binary").unwrap(), [0xff, 0xfe, 0x00]);
+    assert_eq!(
+        read_attribute_bytes(&s.root, &s.vf, "binary").unwrap(),
+        [0xff, 0xfe, 0x00]
+    );
 }
 
 #[test]
@@ -203,10 +257,22 @@ fn writes_only_where_granted() {
     assert!(!Path::new(&s.dir.path().join(PF).join("reset")).exists());
     // A grant does not widen the scope: another device's attribute of the
     // same name is still reached only through that device.
-    let err = write_attribute(&s.root, &s.vf, "../0000:3b:00.0/sriov_numvfs", "4", &granted(&["../0000:3b:00.0/sriov_numvfs"]))
-        .unwrap_err();
+    let err = write_attribute(
+        &s.root,
+        &s.vf,
+        "../0000:3b:00.0/sriov_numvfs",
+        "4",
+        &granted(&["../0000:3b:00.0/sriov_numvfs"]),
+    )
+    .unwrap_err();
     assert!(matches!(err, AccessError::BadName { .. }), "{err}");
-    let err = write_attribute(&s.root, &s.pf, "sriov_numvfs", &"9".repeat(64 * 1024 + 1), &grant)
-        .unwrap_err();
+    let err = write_attribute(
+        &s.root,
+        &s.pf,
+        "sriov_numvfs",
+        &"9".repeat(64 * 1024 + 1),
+        &grant,
+    )
+    .unwrap_err();
     assert!(matches!(err, AccessError::TooLarge { .. }), "{err}");
 }

@@ -70,7 +70,10 @@ fn gpu_server_gpus() {
         let numa = if i < 4 { 0 } else { 1 };
         assert_eq!(c.kind, CandidateKind::Pci);
         assert_eq!(c.numa_nodes, vec![numa], "{}", c.id);
-        assert_eq!(c.attribute("pci.numa-node"), Some(numa.to_string().as_str()));
+        assert_eq!(
+            c.attribute("pci.numa-node"),
+            Some(numa.to_string().as_str())
+        );
         assert_eq!(c.attribute("pci.vendor"), Some("0x10de"));
         assert_eq!(c.attribute("pci.device"), Some("0x2330"));
         assert_eq!(c.attribute("pci.class"), Some("0x030200"));
@@ -82,7 +85,11 @@ fn gpu_server_gpus() {
         assert_eq!(c.attribute("pci.max-link-width"), Some("16"));
         assert_eq!(
             c.attribute("pci.local-cpus"),
-            Some(if numa == 0 { "0-31,64-95" } else { "32-63,96-127" })
+            Some(if numa == 0 {
+                "0-31,64-95"
+            } else {
+                "32-63,96-127"
+            })
         );
         assert!(c.attribute("pci.iommu-group").is_some());
         assert_eq!(c.attribute("nvidia.minor"), Some(i.to_string().as_str()));
@@ -100,10 +107,19 @@ fn gpu_server_gpus() {
         let path = PathBuf::from(find(&scan, id).attribute("pci.path").unwrap());
         path.parent().unwrap().parent().unwrap().to_path_buf()
     };
-    let switches = ["0000:01:00.0", "0000:05:00.0", "0000:81:00.0", "0000:85:00.0"];
+    let switches = [
+        "0000:01:00.0",
+        "0000:05:00.0",
+        "0000:81:00.0",
+        "0000:85:00.0",
+    ];
     for (pair, upstream) in GPUS.chunks(2).zip(switches) {
         assert_eq!(switch(pair[0]), switch(pair[1]));
-        assert!(switch(pair[0]).ends_with(upstream), "{}", switch(pair[0]).display());
+        assert!(
+            switch(pair[0]).ends_with(upstream),
+            "{}",
+            switch(pair[0]).display()
+        );
     }
     assert_ne!(switch(GPUS[0]), switch(GPUS[2]));
 }
@@ -119,7 +135,10 @@ fn gpu_server_selectors() {
     assert_eq!(count(pci(|s| s.class = Some("0x0604".into()))), 18);
     assert_eq!(count(pci(|s| s.driver = Some("nvidia".into()))), 9);
     assert_eq!(count(pci(|s| s.device = Some("2330".into()))), 8);
-    assert_eq!(count(pci(|s| s.subsystem_device = Some("0x1796".into()))), 1);
+    assert_eq!(
+        count(pci(|s| s.subsystem_device = Some("0x1796".into()))),
+        1
+    );
     let nic = discover(&root, &[pci(|s| s.driver = Some("igb".into()))]).unwrap();
     assert_eq!(ids(&nic), ["0000:09:00.0"]);
     assert_eq!(nic.candidates[0].attribute("pci.net"), Some("eno1"));
@@ -153,7 +172,10 @@ fn gpu_server_selectors() {
     assert_eq!(both.candidates[8].id, "nvidia-uvm");
     assert_eq!(both.candidates[9].id, "nvidiactl");
     assert_eq!(both.candidates[9].kind, CandidateKind::Node);
-    assert_eq!(both.candidates[9].attribute("node.path"), Some("/dev/nvidiactl"));
+    assert_eq!(
+        both.candidates[9].attribute("node.path"),
+        Some("/dev/nvidiactl")
+    );
     assert_eq!(both.candidates[9].nodes[0].node_type, NodeType::Other);
 }
 
@@ -230,7 +252,10 @@ fn sriov_nic() {
     for (i, vf) in vfs.candidates.iter().enumerate() {
         assert_eq!(vf.attribute("pci.physfn"), Some("0000:3b:00.0"));
         assert_eq!(vf.attribute("pci.vf-index"), Some(i.to_string().as_str()));
-        assert_eq!(vf.attribute("pci.iommu-group"), Some((41 + i).to_string().as_str()));
+        assert_eq!(
+            vf.attribute("pci.iommu-group"),
+            Some((41 + i).to_string().as_str())
+        );
         assert_eq!(vf.numa_nodes, vec![0]);
     }
     assert_eq!(node_paths(&vfs.candidates[0]), ["/dev/infiniband/uverbs1"]);
@@ -255,8 +280,14 @@ fn sriov_nic() {
     let container = discover(&root, &[nodes("/dev/vfio/vfio", false)]).unwrap();
     let c = &container.candidates[0];
     assert_eq!(c.id, "vfio-vfio");
-    assert_eq!((c.nodes[0].node_type, c.nodes[0].major, c.nodes[0].minor), (NodeType::Char, 10, 196));
-    assert_eq!(c.sysfs_dir.as_deref(), Some(Path::new("/sys/devices/virtual/misc/vfio")));
+    assert_eq!(
+        (c.nodes[0].node_type, c.nodes[0].major, c.nodes[0].minor),
+        (NodeType::Char, 10, 196)
+    );
+    assert_eq!(
+        c.sysfs_dir.as_deref(),
+        Some(Path::new("/sys/devices/virtual/misc/vfio"))
+    );
 }
 
 #[test]
@@ -292,7 +323,9 @@ fn usb_devices() {
     );
     assert_eq!(
         c.sysfs_dir.as_deref(),
-        Some(Path::new("/sys/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1.2"))
+        Some(Path::new(
+            "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1.2"
+        ))
     );
 
     let coral = discover(
@@ -385,8 +418,15 @@ fn reported_paths_are_host_paths() {
         assert!(!scan.candidates.is_empty(), "{name}");
         let json = serde_json::to_string(&scan).unwrap();
         let prefix = fixture(name).to_string_lossy().into_owned();
-        let base = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_string_lossy().into_owned();
-        assert!(!json.contains(&prefix) && !json.contains(&base), "{name}: {json}");
+        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            !json.contains(&prefix) && !json.contains(&base),
+            "{name}: {json}"
+        );
         for c in &scan.candidates {
             for n in &c.nodes {
                 assert!(n.path.starts_with("/dev/"), "{}", n.path.display());

@@ -64,10 +64,13 @@ fn bad_values_leave_the_fact_out() {
     std::fs::remove_file(dir.path().join(GPU1).join("class")).unwrap();
     std::fs::write(dir.path().join(GPU2).join("numa_node"), "-1\n").unwrap();
     std::fs::write(dir.path().join(GPU3).join("numa_node"), "zero\n").unwrap();
-    let scan = discover(&root, &[Selector::Pci(PciSelector {
-        vendor: Some("10de".into()),
-        ..Default::default()
-    })])
+    let scan = discover(
+        &root,
+        &[Selector::Pci(PciSelector {
+            vendor: Some("10de".into()),
+            ..Default::default()
+        })],
+    )
     .unwrap();
     assert_no_root(&scan, &root);
     assert_eq!(scan.candidates.len(), 9, "nothing skipped");
@@ -132,19 +135,43 @@ fn dangling_links() {
     assert!(warning_for(&scan, "/sys/bus/pci/devices/0000:07:00.0").contains("dangling"));
     assert!(warning_for(&scan, "/sys/bus/pci/devices/bogus").contains("not a PCI address"));
     assert_eq!(scan.warnings.len(), 4, "{:?}", scan.warnings);
-    let by_driver = discover(&root, &[Selector::Pci(PciSelector {
-        driver: Some("nvidia".into()),
-        ..Default::default()
-    })])
+    let by_driver = discover(
+        &root,
+        &[Selector::Pci(PciSelector {
+            driver: Some("nvidia".into()),
+            ..Default::default()
+        })],
+    )
     .unwrap();
     assert_eq!(by_driver.candidates.len(), 7);
 }
 
 #[test]
+fn absolute_links_stay_beneath_the_root() {
+    let (dir, root) = fixture_copy("gpu-server");
+    let bus_link = dir.path().join("sys/bus/pci/devices/0000:03:00.0");
+    std::fs::remove_file(&bus_link).unwrap();
+    std::os::unix::fs::symlink(format!("/{GPU0}"), &bus_link).unwrap();
+    let driver = dir.path().join(GPU0).join("driver");
+    std::fs::remove_file(&driver).unwrap();
+    std::os::unix::fs::symlink("/sys/bus/pci/drivers/nvidia", &driver).unwrap();
+    let scan = discover(&root, &[gpus()]).unwrap();
+    assert!(scan.warnings.is_empty(), "{:?}", scan.warnings);
+    let gpu0 = find(&scan, "0000:03:00.0");
+    assert_eq!(gpu0.attribute("pci.driver"), Some("nvidia"));
+    assert_eq!(gpu0.sysfs_dir.as_deref(), Some(Path::new(&format!("/{GPU0}"))));
+    assert_eq!(node_paths(gpu0), ["/dev/nvidia0"]);
+}
+
+#[test]
 fn odd_usb_entries() {
     let (dir, root) = fixture_copy("usb");
-    let ftdi = dir.path().join("sys/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1.2");
-    let coral = dir.path().join("sys/devices/pci0000:00/0000:00:14.0/usb2/2-1");
+    let ftdi = dir
+        .path()
+        .join("sys/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1.2");
+    let coral = dir
+        .path()
+        .join("sys/devices/pci0000:00/0000:00:14.0/usb2/2-1");
     std::fs::write(ftdi.join("idVendor"), "zz\n").unwrap();
     std::fs::remove_file(coral.join("idProduct")).unwrap();
     std::fs::write(coral.join("devnum"), "two\n").unwrap();
@@ -159,10 +186,13 @@ fn odd_usb_entries() {
     assert!(warning_for(&scan, &format!("{base}/usb2/2-1/idProduct")).contains("missing"));
     assert!(warning_for(&scan, &format!("{base}/usb2/2-1/devnum")).contains("two"));
     // A product selector cannot match a device without a product ID.
-    let none = discover(&root, &[Selector::Usb(UsbSelector {
-        product: Some("089a".into()),
-        ..Default::default()
-    })])
+    let none = discover(
+        &root,
+        &[Selector::Usb(UsbSelector {
+            product: Some("089a".into()),
+            ..Default::default()
+        })],
+    )
     .unwrap();
     assert!(none.candidates.is_empty());
 }
@@ -200,12 +230,21 @@ fn hot_unplug_and_replug() {
         path: "/dev/nvidia*".into(),
         optional: false,
     });
-    assert_eq!(discover(&root, &[node.clone()]).unwrap().candidates.len(), 10);
+    assert_eq!(
+        discover(&root, std::slice::from_ref(&node))
+            .unwrap()
+            .candidates
+            .len(),
+        10
+    );
     std::fs::remove_file(dir.path().join("dev/nvidia3")).unwrap();
     let scan = discover(&root, &[node.clone(), gpus()]).unwrap();
     assert_eq!(scan.candidates.len(), 9 + 8);
     assert!(!ids(&scan).contains(&"nvidia3"));
-    assert!(find(&scan, "0000:08:00.0").nodes.is_empty(), "GPU's node gone too");
+    assert!(
+        find(&scan, "0000:08:00.0").nodes.is_empty(),
+        "GPU's node gone too"
+    );
     std::fs::write(dir.path().join("dev/nvidia3"), b"").unwrap();
     let scan = discover(&root, &[node, gpus()]).unwrap();
     assert_eq!(node_paths(find(&scan, "0000:08:00.0")), ["/dev/nvidia3"]);
@@ -235,7 +274,10 @@ async fn watcher_sees_unplug_and_replug() {
         }),
     ];
     let scan = discover(&root, &selectors).unwrap();
-    assert_eq!(ids(&scan), ["0000:65:00.0", "0000:65:00.1", "dri-renderD128"]);
+    assert_eq!(
+        ids(&scan),
+        ["0000:65:00.0", "0000:65:00.1", "dri-renderD128"]
+    );
     let paths = watch_paths(&root, &selectors, &scan.candidates);
     for expected in [
         "/sys/bus/pci/devices",
@@ -244,7 +286,10 @@ async fn watcher_sees_unplug_and_replug() {
         "/sys/bus/pci/drivers/xocl",
         "/sys/devices/pci0000:64/0000:64:00.0/0000:65:00.1/drm/renderD128",
     ] {
-        assert!(paths.contains(&PathBuf::from(expected)), "{expected} not in {paths:?}");
+        assert!(
+            paths.contains(&PathBuf::from(expected)),
+            "{expected} not in {paths:?}"
+        );
     }
     let watcher = ChangeWatcher::new(&root).unwrap();
     assert!(watcher.set_paths(&paths).is_empty());
@@ -274,7 +319,11 @@ async fn watcher_sees_unplug_and_replug() {
     std::fs::remove_file(user.join("driver")).unwrap();
     next_change(&mut rx).await;
     let scan = discover(&root, &selectors).unwrap();
-    assert!(find(&scan, "0000:65:00.1").attribute("pci.driver").is_none());
+    assert!(
+        find(&scan, "0000:65:00.1")
+            .attribute("pci.driver")
+            .is_none()
+    );
 
     // The whole function goes; its watched directory with it.
     std::fs::remove_dir_all(&user).unwrap();
@@ -294,11 +343,17 @@ async fn watcher_falls_back_to_ancestors_and_moves_down() {
     let (dir, root) = fixture_copy("sriov-nic");
     let watcher = ChangeWatcher::new(&root).unwrap();
     // /dev/vfio/46 does not exist yet: its parent is watched instead.
-    let wanted = [PathBuf::from("/dev/vfio/46/x"), PathBuf::from("/sys/bus/pci/devices")];
+    let wanted = [
+        PathBuf::from("/dev/vfio/46/x"),
+        PathBuf::from("/sys/bus/pci/devices"),
+    ];
     assert!(watcher.set_paths(&wanted).is_empty());
     assert_eq!(
         watcher.watched(),
-        [PathBuf::from("/dev/vfio"), PathBuf::from("/sys/bus/pci/devices")]
+        [
+            PathBuf::from("/dev/vfio"),
+            PathBuf::from("/sys/bus/pci/devices")
+        ]
     );
     let mut rx = watcher.subscribe();
     std::fs::create_dir(dir.path().join("dev/vfio/46")).unwrap();
@@ -306,7 +361,10 @@ async fn watcher_falls_back_to_ancestors_and_moves_down() {
     assert!(watcher.set_paths(&wanted).is_empty());
     assert_eq!(
         watcher.watched(),
-        [PathBuf::from("/dev/vfio/46"), PathBuf::from("/sys/bus/pci/devices")]
+        [
+            PathBuf::from("/dev/vfio/46"),
+            PathBuf::from("/sys/bus/pci/devices")
+        ]
     );
     std::fs::write(dir.path().join("dev/vfio/46/x"), b"").unwrap();
     next_change(&mut rx).await;

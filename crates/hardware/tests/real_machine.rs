@@ -41,9 +41,24 @@ fn real_pci_matches_sysfs() {
     for c in &scan.candidates {
         let dir = bus.join(&c.id);
         assert_eq!(c.kind, CandidateKind::Pci);
-        assert_eq!(attr_hex(c, "pci.vendor"), sysfs_hex(&dir.join("vendor")), "{}", c.id);
-        assert_eq!(attr_hex(c, "pci.device"), sysfs_hex(&dir.join("device")), "{}", c.id);
-        assert_eq!(attr_hex(c, "pci.class"), sysfs_hex(&dir.join("class")), "{}", c.id);
+        assert_eq!(
+            attr_hex(c, "pci.vendor"),
+            sysfs_hex(&dir.join("vendor")),
+            "{}",
+            c.id
+        );
+        assert_eq!(
+            attr_hex(c, "pci.device"),
+            sysfs_hex(&dir.join("device")),
+            "{}",
+            c.id
+        );
+        assert_eq!(
+            attr_hex(c, "pci.class"),
+            sysfs_hex(&dir.join("class")),
+            "{}",
+            c.id
+        );
         let real_dir = std::fs::canonicalize(&dir).unwrap();
         assert_eq!(c.sysfs_dir.as_deref(), Some(real_dir.as_path()), "{}", c.id);
         let driver = std::fs::read_link(dir.join("driver"))
@@ -61,7 +76,12 @@ fn real_pci_matches_sysfs() {
         assert_eq!(c.numa_nodes, expected_numa, "{}", c.id);
         // The scoped reader agrees with a direct read.
         let vendor = read_attribute(&root, c, "vendor").unwrap();
-        assert_eq!(vendor, std::fs::read_to_string(dir.join("vendor")).unwrap().trim_end());
+        assert_eq!(
+            vendor,
+            std::fs::read_to_string(dir.join("vendor"))
+                .unwrap()
+                .trim_end()
+        );
         for node in &c.nodes {
             assert!(node.path.exists(), "{}", node.path.display());
         }
@@ -116,12 +136,17 @@ fn real_device_nodes_match_sysfs() {
     let root = HostRoot::new("/");
     let null = glob_nodes(&root, "/dev/null").unwrap();
     assert_eq!(null.len(), 1);
-    assert_eq!((null[0].node_type, null[0].major, null[0].minor), (NodeType::Char, 1, 3));
+    assert_eq!(
+        (null[0].node_type, null[0].major, null[0].minor),
+        (NodeType::Char, 1, 3)
+    );
     assert_eq!(null[0].path, PathBuf::from("/dev/null"));
 
     // Every well-known node present here: numbers from the node agree with
     // the `dev` file of the sysfs device the /sys/dev/char link leads to.
-    for name in ["null", "zero", "full", "random", "urandom", "fuse", "kvm", "net/tun", "tty"] {
+    for name in [
+        "null", "zero", "full", "random", "urandom", "fuse", "kvm", "net/tun", "tty",
+    ] {
         let path = Path::new("/dev").join(name);
         let Some((t, major, minor)) = stat_node(&path) else {
             eprintln!("{}: absent here", path.display());
@@ -137,17 +162,23 @@ fn real_device_nodes_match_sysfs() {
         if let Ok(dev) = std::fs::read_to_string(&sysfs) {
             assert_eq!(dev.trim(), format!("{major}:{minor}"), "{sysfs}");
         }
-        let scan = discover(&root, &[Selector::Nodes(NodeSelector {
-            path: path.to_string_lossy().into_owned(),
-            optional: false,
-        })])
+        let scan = discover(
+            &root,
+            &[Selector::Nodes(NodeSelector {
+                path: path.to_string_lossy().into_owned(),
+                optional: false,
+            })],
+        )
         .unwrap();
         let c = &scan.candidates[0];
         assert_eq!(c.id, name.replace('/', "-"));
         if Path::new(&format!("/sys/dev/char/{major}:{minor}")).exists() {
             let expected = std::fs::canonicalize(format!("/sys/dev/char/{major}:{minor}")).unwrap();
             assert_eq!(c.sysfs_dir.as_deref(), Some(expected.as_path()), "{name}");
-            assert_eq!(read_attribute(&root, c, "dev").unwrap(), format!("{major}:{minor}"));
+            assert_eq!(
+                read_attribute(&root, c, "dev").unwrap(),
+                format!("{major}:{minor}")
+            );
         }
     }
 
@@ -156,7 +187,12 @@ fn real_device_nodes_match_sysfs() {
     assert!(!all.is_empty());
     for n in &all {
         if let Some((t, major, minor)) = stat_node(&n.path) {
-            assert_eq!((n.node_type, n.major, n.minor), (t, major, minor), "{}", n.path.display());
+            assert_eq!(
+                (n.node_type, n.major, n.minor),
+                (t, major, minor),
+                "{}",
+                n.path.display()
+            );
         }
     }
 }

@@ -558,15 +558,21 @@ pub fn validate_resource_name(name: &str) -> Result<(), String> {
         ));
     }
     if domain.starts_with("requests.") {
-        return Err(format!("`{name}`: names starting with `requests.` are refused by quota"));
+        return Err(format!(
+            "`{name}`: names starting with `requests.` are refused by quota"
+        ));
     }
     if domain.is_empty() || domain.len() > 253 {
-        return Err(format!("`{name}`: the domain must have 1 to 253 characters"));
+        return Err(format!(
+            "`{name}`: the domain must have 1 to 253 characters"
+        ));
     }
     for label in domain.split('.') {
         let ok = !label.is_empty()
             && label.len() <= 63
-            && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             && !label.starts_with('-')
             && !label.ends_with('-');
         if !ok {
@@ -577,7 +583,9 @@ pub fn validate_resource_name(name: &str) -> Result<(), String> {
     }
     let local_ok = !local.is_empty()
         && local.len() <= 63
-        && local.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && local
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && local.starts_with(|c: char| c.is_ascii_alphanumeric())
         && local.ends_with(|c: char| c.is_ascii_alphanumeric());
     if !local_ok {
@@ -641,10 +649,18 @@ mod tests {
 
     #[test]
     fn reserved_and_malformed_resource_names_are_refused() {
-        for bad in ["fuse", "kubernetes.io/fuse", "Example.com/fuse", "example.com/", "example.com/-x"] {
-            let err = parse_text(&format!("version = 1\nresource = \"{bad}\"\n[[nodes]]\npath = \"/dev/fuse\"\n"))
-                .unwrap_err()
-                .to_string();
+        for bad in [
+            "fuse",
+            "kubernetes.io/fuse",
+            "Example.com/fuse",
+            "example.com/",
+            "example.com/-x",
+        ] {
+            let err = parse_text(&format!(
+                "version = 1\nresource = \"{bad}\"\n[[nodes]]\npath = \"/dev/fuse\"\n"
+            ))
+            .unwrap_err()
+            .to_string();
             assert!(err.contains("field `resource`"), "{bad}: {err}");
         }
         assert!(validate_resource_name("nvidia.com/gpu").is_ok());
@@ -652,9 +668,15 @@ mod tests {
 
     #[test]
     fn wrong_version_and_relative_paths_are_refused() {
-        let err = parse_text("version = 2\nresource = \"example.com/a\"\n[[nodes]]\npath = \"/dev/fuse\"\n").unwrap_err();
+        let err = parse_text(
+            "version = 2\nresource = \"example.com/a\"\n[[nodes]]\npath = \"/dev/fuse\"\n",
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("field `version`"), "{err}");
-        let err = parse_text("version = 1\nresource = \"example.com/a\"\n[[nodes]]\npath = \"dev/fuse\"\n").unwrap_err();
+        let err = parse_text(
+            "version = 1\nresource = \"example.com/a\"\n[[nodes]]\npath = \"dev/fuse\"\n",
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("nodes[0].path"), "{err}");
     }
 
@@ -671,7 +693,10 @@ mod tests {
         assert!(r.pre_start_required);
         assert_eq!(
             r.guest_config,
-            vec![("limit".into(), "3".into()), ("mode".into(), "strict".into())]
+            vec![
+                ("limit".into(), "3".into()),
+                ("mode".into(), "strict".into())
+            ]
         );
     }
 }

@@ -220,7 +220,11 @@ pub fn validate_base_devices(
         if !seen.insert(base.id.as_str()) {
             return Err(format!("device ID {:?} appears twice", base.id));
         }
-        if let Some(unknown) = base.candidates.iter().find(|c| !candidates.contains_key(*c)) {
+        if let Some(unknown) = base
+            .candidates
+            .iter()
+            .find(|c| !candidates.contains_key(*c))
+        {
             return Err(format!(
                 "device {:?} names candidate {unknown:?}, which the resource did not select",
                 base.id
@@ -316,7 +320,10 @@ pub fn builtin_preferred(
 
 /// Built-in allocate: one device spec per distinct device node, at the same
 /// path in the container, with the resource's cgroup permissions.
-pub fn builtin_allocate(devices: &[&AdvertisedDevice], permissions: &str) -> ContainerAllocateResponse {
+pub fn builtin_allocate(
+    devices: &[&AdvertisedDevice],
+    permissions: &str,
+) -> ContainerAllocateResponse {
     let mut seen = BTreeSet::new();
     let mut specs = Vec::new();
     for node in devices.iter().flat_map(|d| d.nodes.iter()) {
@@ -344,7 +351,10 @@ pub fn validate_preferred(
     size: usize,
 ) -> Result<(), String> {
     if answer.len() != size {
-        return Err(format!("answered {} IDs, {size} were asked for", answer.len()));
+        return Err(format!(
+            "answered {} IDs, {size} were asked for",
+            answer.len()
+        ));
     }
     let mut seen = BTreeSet::new();
     for id in answer {
@@ -438,7 +448,12 @@ mod tests {
 
     #[test]
     fn preferred_keeps_must_include_and_packs_numa() {
-        let devs = [device("a", &[0]), device("b", &[1]), device("c", &[1]), device("d", &[0])];
+        let devs = [
+            device("a", &[0]),
+            device("b", &[1]),
+            device("c", &[1]),
+            device("d", &[0]),
+        ];
         let refs: Vec<&AdvertisedDevice> = devs.iter().collect();
         let answer = builtin_preferred(&refs, &["b".to_owned()], 2);
         assert_eq!(answer, ["b", "c"]);

@@ -110,7 +110,9 @@ pub struct Host {
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host").field("options", &self.options).finish()
+        f.debug_struct("Host")
+            .field("options", &self.options)
+            .finish()
     }
 }
 
@@ -146,7 +148,9 @@ fn load_spec(engine: &PolicyEngine, config: &ResourceConfig) -> Result<ResourceS
             guest: binding.guest.clone(),
             message,
         };
-        let guest = engine.load_file(&binding.guest).map_err(|e| fail(e.to_string()))?;
+        let guest = engine
+            .load_file(&binding.guest)
+            .map_err(|e| fail(e.to_string()))?;
         if !guest.exports(binding.hook) {
             let exported: Vec<String> = guest.hooks().iter().map(|h| h.to_string()).collect();
             return Err(fail(format!(
@@ -209,7 +213,10 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
 impl Host {
     /// Validates everything, then serves and registers every resource.
     /// Nothing is served when any part of the configuration is bad.
-    pub async fn start(options: HostOptions, metrics: Arc<Metrics>) -> Result<Arc<Self>, HostError> {
+    pub async fn start(
+        options: HostOptions,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, HostError> {
         check_plugin_dir(&options.device_plugin_dir)?;
         let config = config::load_dir(&options.config_dir)?;
         let engine = new_engine(&config)?;
@@ -278,7 +285,12 @@ impl Host {
         let running = self.running.lock().await;
         running
             .iter()
-            .map(|(name, r)| (name.clone(), (r.server.is_registered(), r.resource.devices())))
+            .map(|(name, r)| {
+                (
+                    name.clone(),
+                    (r.server.is_registered(), r.resource.devices()),
+                )
+            })
             .collect()
     }
 
@@ -312,7 +324,10 @@ impl Host {
             Ok(summary) => {
                 self.metrics.reload(true);
                 self.last_error.send_replace(None);
-                if summary.added.is_empty() && summary.removed.is_empty() && summary.updated.is_empty() {
+                if summary.added.is_empty()
+                    && summary.removed.is_empty()
+                    && summary.updated.is_empty()
+                {
                     tracing::debug!("config directory unchanged");
                 } else {
                     tracing::info!(added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration reloaded");
@@ -424,28 +439,30 @@ impl Host {
         let dir = self.options.device_plugin_dir.clone();
         let events = self.events.clone();
         let metrics = self.metrics.clone();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            let Ok(event) = event else { return };
-            for path in &event.paths {
-                let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
-                    continue;
-                };
-                match event.kind {
-                    EventKind::Create(_) if file == v1beta1::KUBELET_SOCKET => {
-                        metrics.kubelet_restarts.inc();
-                        let _ = events.send(FolderEvent::KubeletSocketCreated);
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                let Ok(event) = event else { return };
+                for path in &event.paths {
+                    let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
+                        continue;
+                    };
+                    match event.kind {
+                        EventKind::Create(_) if file == v1beta1::KUBELET_SOCKET => {
+                            metrics.kubelet_restarts.inc();
+                            let _ = events.send(FolderEvent::KubeletSocketCreated);
+                        }
+                        EventKind::Remove(_)
+                        | EventKind::Modify(notify::event::ModifyKind::Name(_)) => {
+                            let _ = events.send(FolderEvent::Removed(file.to_owned()));
+                        }
+                        _ => {}
                     }
-                    EventKind::Remove(_) | EventKind::Modify(notify::event::ModifyKind::Name(_)) => {
-                        let _ = events.send(FolderEvent::Removed(file.to_owned()));
-                    }
-                    _ => {}
                 }
-            }
-        })
-        .map_err(|source| HostError::Watch {
-            dir: dir.clone(),
-            source,
-        })?;
+            })
+            .map_err(|source| HostError::Watch {
+                dir: dir.clone(),
+                source,
+            })?;
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(|source| HostError::Watch { dir, source })?;
@@ -458,17 +475,18 @@ impl Host {
     fn watch_config_dir(self: &Arc<Self>) -> Result<(), HostError> {
         let dir = self.options.config_dir.clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event
-                && !matches!(event.kind, EventKind::Access(_))
-            {
-                let _ = tx.send(());
-            }
-        })
-        .map_err(|source| HostError::Watch {
-            dir: dir.clone(),
-            source,
-        })?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if let Ok(event) = event
+                    && !matches!(event.kind, EventKind::Access(_))
+                {
+                    let _ = tx.send(());
+                }
+            })
+            .map_err(|source| HostError::Watch {
+                dir: dir.clone(),
+                source,
+            })?;
         watcher
             .watch(&dir, RecursiveMode::Recursive)
             .map_err(|source| HostError::Watch {
@@ -523,7 +541,10 @@ async fn refresh_loop(resource: Arc<Resource>, shutdown: CancellationToken) {
             _ = resource.refresh_requested() => {}
         }
         let r = resource.clone();
-        if tokio::task::spawn_blocking(move || r.refresh()).await.is_err() {
+        if tokio::task::spawn_blocking(move || r.refresh())
+            .await
+            .is_err()
+        {
             tracing::error!(resource = %resource.name(), "refresh panicked");
         }
     }

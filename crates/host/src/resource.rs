@@ -113,7 +113,9 @@ pub struct Resource {
 
 impl std::fmt::Debug for Resource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Resource").field("name", &self.name).finish()
+        f.debug_struct("Resource")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -179,7 +181,14 @@ impl Resource {
             verdicts: state.verdicts.clone(),
         };
         drop(state);
-        compute_with(&self.name, &self.root, spec, &mut scratch, true, &self.metrics)
+        compute_with(
+            &self.name,
+            &self.root,
+            spec,
+            &mut scratch,
+            true,
+            &self.metrics,
+        )
     }
 
     /// Swaps in a new spec (config and guests) atomically. In-flight calls
@@ -231,7 +240,14 @@ impl Resource {
     fn compute(&self, strict: bool) -> Result<Refreshed, DiscoveryError> {
         let spec = self.spec.load_full();
         let mut state = self.discovery.lock().expect("discovery lock");
-        compute_with(&self.name, &self.root, &spec, &mut state, strict, &self.metrics)
+        compute_with(
+            &self.name,
+            &self.root,
+            &spec,
+            &mut state,
+            strict,
+            &self.metrics,
+        )
     }
 
     fn publish(&self, refreshed: Refreshed) -> bool {
@@ -274,8 +290,12 @@ impl Resource {
     ) -> Result<Vec<String>, Status> {
         let set = self.devices();
         let spec = self.spec();
-        let available_devices = set.resolve(available, true).map_err(Status::invalid_argument)?;
-        let must = set.resolve(must_include, true).map_err(Status::invalid_argument)?;
+        let available_devices = set
+            .resolve(available, true)
+            .map_err(Status::invalid_argument)?;
+        let must = set
+            .resolve(must_include, true)
+            .map_err(Status::invalid_argument)?;
         if let Some(d) = must.iter().find(|d| !available.contains(&d.id)) {
             return Err(Status::invalid_argument(format!(
                 "must-include device {:?} is not among the available devices",
@@ -306,9 +326,7 @@ impl Resource {
             .and_then(|answer| {
                 validate_preferred(&answer, available, must_include, size)
                     .map(|()| answer)
-                    .map_err(|problem| {
-                        self.invalid_answer(binding, guest, problem)
-                    })
+                    .map_err(|problem| self.invalid_answer(binding, guest, problem))
             });
         self.settle(binding, outcome, builtin)
     }
@@ -441,7 +459,12 @@ impl Resource {
         result
     }
 
-    fn invalid_answer(&self, binding: &HookBinding, guest: &Guest, problem: String) -> GuestFailure {
+    fn invalid_answer(
+        &self,
+        binding: &HookBinding,
+        guest: &Guest,
+        problem: String,
+    ) -> GuestFailure {
         self.metrics.observe_guest(
             &self.name,
             guest.name(),
@@ -629,9 +652,16 @@ fn compute_with(
     let mut bases = match spec.bound(Hook::Discovery) {
         None => builtin_discovery(&tagged),
         Some((binding, guest)) => {
-            let input: Vec<gt::Candidate> =
-                tagged.iter().map(|(c, _)| guest_candidate(c, true)).collect();
-            let ctx = call_context(spec, binding, root, tagged.iter().map(|(c, _)| c.clone()).collect());
+            let input: Vec<gt::Candidate> = tagged
+                .iter()
+                .map(|(c, _)| guest_candidate(c, true))
+                .collect();
+            let ctx = call_context(
+                spec,
+                binding,
+                root,
+                tagged.iter().map(|(c, _)| c.clone()).collect(),
+            );
             let started = Instant::now();
             let answer = guest
                 .discover(&ctx, &input)
@@ -696,14 +726,22 @@ fn compute_with(
                     .collect(),
             })
             .collect();
-        let ctx = call_context(spec, binding, root, tagged.iter().map(|(c, _)| c.clone()).collect());
+        let ctx = call_context(
+            spec,
+            binding,
+            root,
+            tagged.iter().map(|(c, _)| c.clone()).collect(),
+        );
         let started = Instant::now();
-        let answer = guest.check_health(&ctx, &facts).map_err(|e| e.to_string()).and_then(|list| {
-            match list.iter().find(|v| !verdicts.contains_key(&v.id)) {
-                Some(v) => Err(format!("verdict for unknown device {:?}", v.id)),
-                None => Ok(list),
-            }
-        });
+        let answer = guest
+            .check_health(&ctx, &facts)
+            .map_err(|e| e.to_string())
+            .and_then(
+                |list| match list.iter().find(|v| !verdicts.contains_key(&v.id)) {
+                    Some(v) => Err(format!("verdict for unknown device {:?}", v.id)),
+                    None => Ok(list),
+                },
+            );
         metrics.observe_guest(
             name,
             guest.name(),
@@ -830,10 +868,14 @@ fn device_ref(d: &AdvertisedDevice) -> gt::DeviceRef {
 }
 
 fn to_guest_response(r: &ContainerAllocateResponse) -> gt::ContainerResponse {
-    let mut envs: Vec<(String, String)> = r.envs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut envs: Vec<(String, String)> =
+        r.envs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     envs.sort();
-    let mut annotations: Vec<(String, String)> =
-        r.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut annotations: Vec<(String, String)> = r
+        .annotations
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     annotations.sort();
     gt::ContainerResponse {
         envs,
@@ -882,6 +924,10 @@ fn from_guest_response(r: gt::ContainerResponse) -> ContainerAllocateResponse {
             })
             .collect(),
         annotations: r.annotations.into_iter().collect(),
-        cdi_devices: r.cdi_devices.into_iter().map(|name| CdiDevice { name }).collect(),
+        cdi_devices: r
+            .cdi_devices
+            .into_iter()
+            .map(|name| CdiDevice { name })
+            .collect(),
     }
 }

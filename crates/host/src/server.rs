@@ -262,10 +262,16 @@ async fn supervise(
             }
         };
         registered.send_replace(false);
+        // Unlink first so nothing new connects, then end the streams.
+        if reason.is_none() && inode(&path) == our_inode {
+            let _ = std::fs::remove_file(&path);
+        }
         server_stop.cancel();
         match server.await {
             Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(resource = %name, %error, "server ended with an error"),
+            Ok(Err(error)) => {
+                tracing::warn!(resource = %name, %error, "server ended with an error")
+            }
             Err(error) => tracing::warn!(resource = %name, %error, "server task failed"),
         }
         match reason {
@@ -276,9 +282,6 @@ async fn supervise(
                 }
             }
             None => {
-                if inode(&path) == our_inode {
-                    let _ = std::fs::remove_file(&path);
-                }
                 tracing::info!(resource = %name, "stopped");
                 return;
             }

@@ -30,7 +30,12 @@ impl DevicePluginService {
         Self { resource, stop }
     }
 
-    fn finish<T>(&self, rpc: &str, started: Instant, result: Result<T, Status>) -> Result<T, Status> {
+    fn finish<T>(
+        &self,
+        rpc: &str,
+        started: Instant,
+        result: Result<T, Status>,
+    ) -> Result<T, Status> {
         let code = match &result {
             Ok(_) => tonic::Code::Ok,
             Err(status) => {

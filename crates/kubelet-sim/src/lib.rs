@@ -134,7 +134,9 @@ pub struct SimKubelet {
 
 impl std::fmt::Debug for SimKubelet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimKubelet").field("dir", &self.dir).finish()
+        f.debug_struct("SimKubelet")
+            .field("dir", &self.dir)
+            .finish()
     }
 }
 
@@ -543,7 +545,11 @@ async fn list_and_watch(
             return;
         }
     };
-    fn ours<'a>(s: &'a mut SimState, resource: &str, stream_id: u64) -> Option<&'a mut PluginRecord> {
+    fn ours<'a>(
+        s: &'a mut SimState,
+        resource: &str,
+        stream_id: u64,
+    ) -> Option<&'a mut PluginRecord> {
         s.plugins
             .get_mut(resource)
             .filter(|p| p.stream_id == stream_id)
@@ -562,12 +568,16 @@ async fn list_and_watch(
         state.send_modify(|s| {
             for d in &list.devices {
                 if d.health != v1beta1::HEALTHY && d.health != v1beta1::UNHEALTHY {
-                    s.violations
-                        .push(format!("{resource}: device {} has health {:?}", d.id, d.health));
+                    s.violations.push(format!(
+                        "{resource}: device {} has health {:?}",
+                        d.id, d.health
+                    ));
                 }
                 if d.id.len() > 63 {
-                    s.violations
-                        .push(format!("{resource}: device ID {:?} is longer than 63", d.id));
+                    s.violations.push(format!(
+                        "{resource}: device ID {:?} is longer than 63",
+                        d.id
+                    ));
                 }
             }
             if let Some(p) = ours(s, &resource, stream_id) {

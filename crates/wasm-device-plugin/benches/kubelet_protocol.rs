@@ -43,7 +43,15 @@ async fn main() {
     for d in [&config, &plugins, &root.join("dev/net")] {
         std::fs::create_dir_all(d).unwrap();
     }
-    for node in ["dev/fuse", "dev/net/tun", "dev/kvm", "dev/loop0", "dev/loop1", "dev/loop2", "dev/loop3"] {
+    for node in [
+        "dev/fuse",
+        "dev/net/tun",
+        "dev/kvm",
+        "dev/loop0",
+        "dev/loop1",
+        "dev/loop2",
+        "dev/loop3",
+    ] {
         std::fs::write(root.join(node), b"").unwrap();
     }
     let files = [
@@ -55,7 +63,9 @@ async fn main() {
     for (file, resource, path, extra) in files {
         std::fs::write(
             config.join(file),
-            format!("version = 1\nresource = \"{resource}\"\n[[nodes]]\npath = \"{path}\"\n{extra}"),
+            format!(
+                "version = 1\nresource = \"{resource}\"\n[[nodes]]\npath = \"{path}\"\n{extra}"
+            ),
         )
         .unwrap();
     }
@@ -123,7 +133,10 @@ async fn main() {
         reregister.push(started.elapsed());
     }
 
-    println!("wasm-device-plugin kubelet protocol figures (4 resources, {} devices)", ids.len() + 8 + 8 + 4);
+    println!(
+        "wasm-device-plugin kubelet protocol figures (4 resources, {} devices)",
+        ids.len() + 8 + 8 + 4
+    );
     println!(
         "  Allocate round trip:               p50 {:>8.1} µs   p99 {:>8.1} µs  ({rounds} calls)",
         percentile(&mut allocate, 0.5).as_secs_f64() * 1e6,

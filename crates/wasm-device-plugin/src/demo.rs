@@ -71,7 +71,12 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             let numa = d
                 .topology
                 .as_ref()
-                .map(|t| format!(" numa={:?}", t.nodes.iter().map(|n| n.id).collect::<Vec<_>>()))
+                .map(|t| {
+                    format!(
+                        " numa={:?}",
+                        t.nodes.iter().map(|n| n.id).collect::<Vec<_>>()
+                    )
+                })
                 .unwrap_or_default();
             println!("  {} {}{numa}", d.id, d.health);
         }
@@ -144,10 +149,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             let Ok(now) = kubelet
                 .wait_for("a change", Duration::from_secs(3600), |s| {
                     before.as_ref().is_none_or(|b| {
-                        s.plugins.iter().map(|(k, p)| (k, &p.devices)).ne(b
-                            .plugins
+                        s.plugins
                             .iter()
-                            .map(|(k, p)| (k, &p.devices)))
+                            .map(|(k, p)| (k, &p.devices))
+                            .ne(b.plugins.iter().map(|(k, p)| (k, &p.devices)))
                     })
                 })
                 .await
@@ -156,10 +161,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             };
             for (name, p) in &now.plugins {
                 let healthy = p.healthy_ids().len();
-                println!(
-                    "{name}: {} devices, {healthy} healthy",
-                    p.devices.len()
-                );
+                println!("{name}: {} devices, {healthy} healthy", p.devices.len());
             }
             state = Some(now);
         }

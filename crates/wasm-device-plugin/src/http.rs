@@ -49,7 +49,10 @@ async fn ready(State(host): State<Arc<Host>>) -> impl IntoResponse {
         .map(|(name, _)| name)
         .collect();
     if waiting.is_empty() {
-        (StatusCode::OK, format!("ready: {} resources registered\n", status.len()))
+        (
+            StatusCode::OK,
+            format!("ready: {} resources registered\n", status.len()),
+        )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,

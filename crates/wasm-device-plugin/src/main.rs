@@ -24,7 +24,13 @@ use wdp_host::{Host, HostOptions, Metrics};
 struct Cli {
     /// Log format: human-readable text or one JSON object per line. The
     /// filter comes from RUST_LOG (default: info).
-    #[arg(long, value_enum, env = "WDP_LOG_FORMAT", default_value = "text", global = true)]
+    #[arg(
+        long,
+        value_enum,
+        env = "WDP_LOG_FORMAT",
+        default_value = "text",
+        global = true
+    )]
     log_format: LogFormat,
 
     #[command(subcommand)]
@@ -60,7 +66,11 @@ struct RunArgs {
 
     /// The kubelet's device-plugin directory, where kubelet.sock lives and
     /// where this host creates one socket per resource.
-    #[arg(long, env = "WDP_DEVICE_PLUGIN_DIR", default_value = "/var/lib/kubelet/device-plugins")]
+    #[arg(
+        long,
+        env = "WDP_DEVICE_PLUGIN_DIR",
+        default_value = "/var/lib/kubelet/device-plugins"
+    )]
     device_plugin_dir: PathBuf,
 
     /// Prefix for every hardware read (/sys, /dev), e.g. /host when the
@@ -172,7 +182,11 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             r.devices.healthy_count()
         );
         for d in r.devices.devices() {
-            let nodes: Vec<String> = d.nodes.iter().map(|n| n.path.display().to_string()).collect();
+            let nodes: Vec<String> = d
+                .nodes
+                .iter()
+                .map(|n| n.path.display().to_string())
+                .collect();
             let numa = if d.numa_nodes.is_empty() {
                 String::new()
             } else {

@@ -25,3 +25,8 @@ impl PreferredAllocation for NumaPacking {
 }
 
 wdp_guest_sdk::export_preferred_allocation!(NumaPacking);
+
+/// Every call gets a fresh instance: never freeing is fine, and cheaper.
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: wdp_guest_sdk::BumpAllocator = wdp_guest_sdk::BumpAllocator::new();
