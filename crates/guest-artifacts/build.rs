@@ -140,7 +140,8 @@ const KEPT_CARGO_PREFIXES: &[&str] = &[
 ];
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let workspace = manifest_dir
         .parent()
         .and_then(Path::parent)
@@ -164,14 +165,17 @@ fn main() {
         .env("CARGO_TARGET_DIR", &target_dir);
     for (key, _) in env::vars_os() {
         let Some(key) = key.to_str() else { continue };
-        let leaky_cargo = key.starts_with("CARGO_")
-            && !KEPT_CARGO_PREFIXES.iter().any(|p| key.starts_with(p));
+        let leaky_cargo =
+            key.starts_with("CARGO_") && !KEPT_CARGO_PREFIXES.iter().any(|p| key.starts_with(p));
         if leaky_cargo || LEAKY.contains(&key) || key.starts_with("CARGO_ENCODED_") {
             command.env_remove(key);
         }
     }
     let status = command.status().unwrap_or_else(|e| {
-        panic!("cannot run cargo to build the guests in {}: {e}", guests_dir.display())
+        panic!(
+            "cannot run cargo to build the guests in {}: {e}",
+            guests_dir.display()
+        )
     });
     if !status.success() {
         panic!(
@@ -228,9 +232,12 @@ fn main() {
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", config_guests.display()));
         for guest in GUESTS.iter().filter(|g| g.example) {
             let built = out_dir.join(format!("{}.wasm", guest.package.replace('-', "_")));
-            let bytes = fs::read(&built)
-                .unwrap_or_else(|e| panic!("cannot read {}: {e}", built.display()));
-            write_if_changed(&config_guests.join(format!("{}.wasm", guest.package)), &bytes);
+            let bytes =
+                fs::read(&built).unwrap_or_else(|e| panic!("cannot read {}: {e}", built.display()));
+            write_if_changed(
+                &config_guests.join(format!("{}.wasm", guest.package)),
+                &bytes,
+            );
         }
     }
 }

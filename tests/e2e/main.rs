@@ -8,3 +8,4 @@ mod support;
 mod core;
 mod guests;
 mod reload;
+mod ops;

@@ -15,7 +15,8 @@
 //! root: `drm/card*` and `drm/renderD*` → `/dev/dri/<name>`;
 //! `infiniband_verbs/<name>` → `/dev/infiniband/<name>`; `accel/<name>` →
 //! `/dev/accel/<name>`; `vfio-dev/<name>` → `/dev/vfio/devices/<name>` (each
-//! preferring the `DEVNAME` of the child's `uevent`, numbers from its `dev`);
+//! preferring the `DEVNAME` of the child's `uevent`, numbers from its
+//! `MAJOR`/`MINOR`, else from its `dev` file);
 //! a function bound to `vfio-pci` → `/dev/vfio/<iommu group>`; a function
 //! bound to `nvidia` → `/dev/nvidia<minor>` from
 //! `/proc/driver/nvidia/gpus/<address>/information`. Nodes shared by all

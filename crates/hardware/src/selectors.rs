@@ -349,6 +349,10 @@ fn scan_rest(
 /// selects, unique by id (first wins), sorted by id. Only the buses some
 /// selector names are scanned; their warnings are returned with the result.
 ///
+/// Blocking (call it from `spawn_blocking` in async code): it reads the
+/// filesystem, and scans PCI on short-lived scoped threads alongside the
+/// node globs when there is enough to do.
+///
 /// # Errors
 /// An invalid selector ([`HardwareError::BadSelector`],
 /// [`HardwareError::BadPattern`]), or a literal node path that does not exist

@@ -159,7 +159,10 @@ fn absolute_links_stay_beneath_the_root() {
     assert!(scan.warnings.is_empty(), "{:?}", scan.warnings);
     let gpu0 = find(&scan, "0000:03:00.0");
     assert_eq!(gpu0.attribute("pci.driver"), Some("nvidia"));
-    assert_eq!(gpu0.sysfs_dir.as_deref(), Some(Path::new(&format!("/{GPU0}"))));
+    assert_eq!(
+        gpu0.sysfs_dir.as_deref(),
+        Some(Path::new(&format!("/{GPU0}")))
+    );
     assert_eq!(node_paths(gpu0), ["/dev/nvidia0"]);
 }
 

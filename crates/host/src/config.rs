@@ -456,14 +456,11 @@ pub fn parse_resource(
     for (hook, config) in raw_hooks {
         let Some(config) = config else { continue };
         let field = format!("hooks.{hook}");
-        if config.guest.is_absolute() || config.guest.as_os_str().is_empty() {
+        if config.guest.as_os_str().is_empty() {
             return Err(invalid(
                 file,
                 &format!("{field}.guest"),
-                format!(
-                    "`{}` must be a path relative to the config directory",
-                    config.guest.display()
-                ),
+                "must name a .wasm component, relative to the config directory or absolute",
             ));
         }
         let timeout_ms = config.timeout_ms.unwrap_or(host.hook_defaults.timeout_ms);

@@ -220,6 +220,9 @@ pub fn validate_base_devices(
         if !seen.insert(base.id.as_str()) {
             return Err(format!("device ID {:?} appears twice", base.id));
         }
+        if let Some(bad) = base.numa_nodes.iter().find(|n| **n < 0) {
+            return Err(format!("device {:?} names NUMA node {bad}", base.id));
+        }
         if let Some(unknown) = base
             .candidates
             .iter()

@@ -663,18 +663,17 @@ fn compute_with(
                 tagged.iter().map(|(c, _)| c.clone()).collect(),
             );
             let started = Instant::now();
-            let answer = guest
-                .discover(&ctx, &input)
-                .map_err(|e| e.to_string())
-                .map(|devices| devices.into_iter().map(base_from_guest).collect::<Vec<_>>())
-                .and_then(|bases| validate_base_devices(&bases, &state.known).map(|()| bases));
-            metrics.observe_guest(
-                name,
-                guest.name(),
-                "discovery",
-                if answer.is_ok() { "ok" } else { "error" },
-                started.elapsed(),
-            );
+            let (label, answer) = match guest.discover(&ctx, &input) {
+                Err(error) => (call_error_label(&error), Err(error.to_string())),
+                Ok(devices) => {
+                    let bases: Vec<BaseDevice> = devices.into_iter().map(base_from_guest).collect();
+                    match validate_base_devices(&bases, &state.known) {
+                        Ok(()) => ("ok", Ok(bases)),
+                        Err(problem) => ("invalid-answer", Err(format!("invalid answer: {problem}"))),
+                    }
+                }
+            };
+            metrics.observe_guest(name, guest.name(), "discovery", label, started.elapsed());
             match answer {
                 Ok(bases) => bases,
                 Err(message) if strict => {
@@ -733,22 +732,14 @@ fn compute_with(
             tagged.iter().map(|(c, _)| c.clone()).collect(),
         );
         let started = Instant::now();
-        let answer = guest
-            .check_health(&ctx, &facts)
-            .map_err(|e| e.to_string())
-            .and_then(
-                |list| match list.iter().find(|v| !verdicts.contains_key(&v.id)) {
-                    Some(v) => Err(format!("verdict for unknown device {:?}", v.id)),
-                    None => Ok(list),
-                },
-            );
-        metrics.observe_guest(
-            name,
-            guest.name(),
-            "health",
-            if answer.is_ok() { "ok" } else { "error" },
-            started.elapsed(),
-        );
+        let (label, answer) = match guest.check_health(&ctx, &facts) {
+            Err(error) => (call_error_label(&error), Err(error.to_string())),
+            Ok(list) => match validate_verdicts(&list, &verdicts) {
+                Ok(()) => ("ok", Ok(list)),
+                Err(problem) => ("invalid-answer", Err(format!("invalid answer: {problem}"))),
+            },
+        };
+        metrics.observe_guest(name, guest.name(), "health", label, started.elapsed());
         match answer {
             Ok(list) => {
                 for v in list {
@@ -793,6 +784,20 @@ fn compute_with(
         warnings,
         candidates: tagged.into_iter().map(|(c, _)| c).collect(),
     })
+}
+
+/// Verdicts must name devices of the input, each at most once.
+fn validate_verdicts(list: &[gt::Verdict], known: &BTreeMap<String, Verdict>) -> Result<(), String> {
+    let mut seen = BTreeSet::new();
+    for v in list {
+        if !known.contains_key(&v.id) {
+            return Err(format!("verdict for unknown device {:?}", v.id));
+        }
+        if !seen.insert(v.id.as_str()) {
+            return Err(format!("two verdicts for device {:?}", v.id));
+        }
+    }
+    Ok(())
 }
 
 fn describe(selector: &Selector) -> String {

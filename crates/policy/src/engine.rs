@@ -97,7 +97,9 @@ impl Shared {
     pub(crate) fn deadline_ticks(&self, timeout: Duration) -> u64 {
         let tick = self.epoch_tick.as_nanos().max(1);
         let ticks = timeout.as_nanos().div_ceil(tick);
-        u64::try_from(ticks).unwrap_or(u64::MAX / 2).saturating_add(1)
+        u64::try_from(ticks)
+            .unwrap_or(u64::MAX / 2)
+            .saturating_add(1)
     }
 }
 
@@ -113,11 +115,9 @@ impl Ticker {
         let thread = std::thread::Builder::new()
             .name("wdp-policy-epoch".into())
             .spawn(move || {
-                loop {
-                    match stopped.recv_timeout(tick) {
-                        Err(RecvTimeoutError::Timeout) => engine.increment_epoch(),
-                        Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
-                    }
+                // Ends when the sender is dropped (or sends).
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
+                    engine.increment_epoch();
                 }
             })
             .map_err(PolicyError::Ticker)?;
@@ -203,7 +203,6 @@ fn engine_config(settings: &EngineSettings, pooling: bool) -> Result<Config, Pol
             .max_tables_per_component(16)
             .max_core_instances_per_component(32)
             .max_memory_size(max_memory);
-        if let Ok(v) = std::env::var("WDP_KEEP") { pool.linear_memory_keep_resident(v.parse().unwrap()); }
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     } else {
         config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
@@ -248,7 +247,10 @@ impl PolicyEngine {
         };
         let linker =
             host::linker(&engine).map_err(|e| PolicyError::Engine(format!("linker: {e:#}")))?;
-        let ticker = Ticker::start(engine.clone(), settings.epoch_tick.max(Duration::from_micros(100)))?;
+        let ticker = Ticker::start(
+            engine.clone(),
+            settings.epoch_tick.max(Duration::from_micros(100)),
+        )?;
         let max_memory_bytes = settings.max_memory_bytes;
         let load_limits = CallLimits {
             timeout: settings.load_limits.timeout,

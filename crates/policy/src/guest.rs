@@ -49,11 +49,10 @@ impl Prepared {
         hash: &str,
         bytes: &[u8],
     ) -> Result<Self, LoadError> {
-        let component =
-            Component::new(&shared.engine, bytes).map_err(|e| LoadError::Compile {
-                guest: name.to_string(),
-                detail: format!("{e:#}"),
-            })?;
+        let component = Component::new(&shared.engine, bytes).map_err(|e| LoadError::Compile {
+            guest: name.to_string(),
+            detail: format!("{e:#}"),
+        })?;
 
         // Exports: only hooks of a compatible version, each once, at least one.
         let mut names: [Option<String>; 5] = Default::default();
@@ -98,9 +97,7 @@ impl Prepared {
                 .ok_or_else(|| signature("not an exported instance".into()))?;
             let func = component
                 .get_export_index(Some(&instance), hook.function())
-                .ok_or_else(|| {
-                    signature(format!("function `{}` is missing", hook.function()))
-                })?;
+                .ok_or_else(|| signature(format!("function `{}` is missing", hook.function())))?;
             exports[hook.index()] = Some(HookExport { export, func });
             hooks.push(hook);
         }
@@ -128,10 +125,13 @@ impl Prepared {
             config: Arc::new(Vec::new()),
         };
         let mut store = new_store(shared, info, limits);
-        let instance = self.pre.instantiate(&mut store).map_err(|error| LoadError::Check {
-            guest: name.to_string(),
-            source: classify(&guest, self.hooks[0], limits, &store, error, true),
-        })?;
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|error| LoadError::Check {
+                guest: name.to_string(),
+                source: classify(&guest, self.hooks[0], limits, &store, error, true),
+            })?;
         for hook in &self.hooks {
             let Some(export) = &self.exports[hook.index()] else {
                 continue;

@@ -89,7 +89,10 @@ mod tests {
         for hook in Hook::ALL {
             assert_eq!(hook.to_string().parse::<Hook>(), Ok(hook));
         }
-        assert_eq!(Hook::PreferredAllocation.to_string(), "preferred-allocation");
+        assert_eq!(
+            Hook::PreferredAllocation.to_string(),
+            "preferred-allocation"
+        );
         assert!("preferred_allocation".parse::<Hook>().is_err());
     }
 }

@@ -8,7 +8,9 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
-use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{
+    HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
+};
 
 use crate::bindings::wasm_device_plugin::policy::{hardware, host};
 use crate::bindings::wit_types;
@@ -34,9 +36,7 @@ const WASI_IO_POLL: &str = "wasi:io/poll@0.2.12";
 
 /// What the guest is told when it tries to block the host thread.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "the guest tried to block (sleep or wait on a pollable), which policy guests may not do"
-)]
+#[error("the guest tried to block (sleep or wait on a pollable), which policy guests may not do")]
 pub(crate) struct BlockingDenied;
 
 /// Who is calling what, for the host imports and log lines.
@@ -335,9 +335,10 @@ fn deny_blocking(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         poll.func_new("poll", |_store, _ty, _params, _results| {
             Err(wasmtime::Error::new(BlockingDenied))
         })?;
-        poll.func_new("[method]pollable.block", |_store, _ty, _params, _results| {
-            Err(wasmtime::Error::new(BlockingDenied))
-        })?;
+        poll.func_new(
+            "[method]pollable.block",
+            |_store, _ty, _params, _results| Err(wasmtime::Error::new(BlockingDenied)),
+        )?;
     }
     linker.allow_shadowing(false);
     Ok(())

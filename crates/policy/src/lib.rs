@@ -100,7 +100,9 @@ impl HostServices for NoHardware {
     }
 
     fn write_attribute(&self, candidate_id: &str, name: &str, _value: &str) -> Result<(), String> {
-        Err(format!("no hardware: cannot write {name} of {candidate_id}"))
+        Err(format!(
+            "no hardware: cannot write {name} of {candidate_id}"
+        ))
     }
 }
 

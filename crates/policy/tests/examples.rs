@@ -27,7 +27,13 @@ fn pci_filter_keeps_matching_vendors_and_classes() {
         pci("0000:3b:00.0", "0x10de", "0x030200", Some("nvidia"), 0),
         pci("0000:af:00.0", "0x1002", "0x030000", Some("amdgpu"), 1),
         pci("0000:18:00.0", "0x8086", "0x020000", Some("ice"), 0),
-        pci("0000:5e:00.0", "0x10DE", "0x040300", Some("snd_hda_intel"), 0),
+        pci(
+            "0000:5e:00.0",
+            "0x10DE",
+            "0x040300",
+            Some("snd_hda_intel"),
+            0,
+        ),
         nvme_node,
     ];
     let config = [
@@ -99,7 +105,11 @@ fn presence_health_follows_presence_and_driver() {
     let by_id = |id: &str| verdicts.iter().find(|v| v.id == id).unwrap().clone();
     assert!(by_id("ok").healthy, "{:?}", by_id("ok"));
     assert!(!by_id("gone").healthy);
-    assert!(by_id("gone").reason.contains("not present"), "{:?}", by_id("gone"));
+    assert!(
+        by_id("gone").reason.contains("not present"),
+        "{:?}",
+        by_id("gone")
+    );
     assert!(!by_id("unbound").healthy);
     assert!(by_id("unbound").reason.contains("no driver"));
     assert!(!by_id("nouveau").healthy);
@@ -126,7 +136,13 @@ fn packing_request(must: &[&str], size: u32) -> PreferredRequest {
     let mut available = Vec::new();
     for i in 0..8 {
         let numa = i64::from(i >= 3); // gpu0-2 on node 0, gpu3-7 on node 1
-        let group = if i < 3 { "sw0" } else if i < 5 { "sw1" } else { "sw2" };
+        let group = if i < 3 {
+            "sw0"
+        } else if i < 5 {
+            "sw1"
+        } else {
+            "sw2"
+        };
         available.push(device_ref(
             &format!("gpu{i}"),
             numa,
@@ -145,7 +161,10 @@ fn numa_packing_packs_by_numa_and_link() {
     let guest = load(artifacts::NUMA_PACKING);
     let c = ctx(&[]);
     // Node 1 has the most devices; best fit picks the 2-device switch.
-    assert_eq!(guest.choose(&c, &packing_request(&[], 2)).unwrap(), ["gpu3", "gpu4"]);
+    assert_eq!(
+        guest.choose(&c, &packing_request(&[], 2)).unwrap(),
+        ["gpu3", "gpu4"]
+    );
     // Must-include on node 0 pulls the rest onto node 0, same switch first.
     assert_eq!(
         guest.choose(&c, &packing_request(&["gpu1"], 3)).unwrap(),
@@ -160,7 +179,9 @@ fn numa_packing_packs_by_numa_and_link() {
     unique.dedup();
     assert_eq!(unique.len(), 6);
     // Impossible requests are the guest's error.
-    let error = guest.choose(&c, &packing_request(&["gpu9"], 1)).unwrap_err();
+    let error = guest
+        .choose(&c, &packing_request(&["gpu9"], 1))
+        .unwrap_err();
     assert_eq!(error.kind(), CallErrorKind::GuestError);
     assert!(error.to_string().contains("gpu9"), "{error}");
 
@@ -214,7 +235,10 @@ fn allocate_shaper_adds_env_and_cdi() {
         pairs(&[("NVIDIA_VISIBLE_DEVICES", "gpu0,gpu1")])
     );
     assert!(response.devices.is_empty());
-    assert_eq!(response.cdi_devices, ["example.com/gpu=gpu0", "example.com/gpu=gpu1"]);
+    assert_eq!(
+        response.cdi_devices,
+        ["example.com/gpu=gpu0", "example.com/gpu=gpu1"]
+    );
 
     let error = guest
         .allocate(&ctx(&[("env-prefix", "BAD PREFIX")]), &devices, &default)
@@ -231,8 +255,11 @@ fn pre_start_check_looks_at_fresh_hardware() {
             pci("gpu1", "0x10de", "0x030200", Some("nvidia"), 0),
         ]
         .into(),
-        attributes: [(("gpu0".into(), "current_link_speed".into()), "16.0 GT/s PCIe".into())]
-            .into(),
+        attributes: [(
+            ("gpu0".into(), "current_link_speed".into()),
+            "16.0 GT/s PCIe".into(),
+        )]
+        .into(),
         ..FakeHardware::default()
     });
     let devices = vec![
@@ -242,22 +269,41 @@ fn pre_start_check_looks_at_fresh_hardware() {
     let limits = wdp_policy::CallLimits::default();
 
     // Present: ok; the attribute read goes through the host.
-    let c = ctx_with(Arc::clone(&hardware), &[("log-attribute", "current_link_speed")], limits);
+    let c = ctx_with(
+        Arc::clone(&hardware),
+        &[("log-attribute", "current_link_speed")],
+        limits,
+    );
     guest.pre_start(&c, &devices).unwrap();
     assert_eq!(hardware.reads.load(Ordering::SeqCst), 2);
 
     // A required attribute one device lacks.
-    let c = ctx_with(Arc::clone(&hardware), &[("require-attribute", "pci.driver")], limits);
+    let c = ctx_with(
+        Arc::clone(&hardware),
+        &[("require-attribute", "pci.driver")],
+        limits,
+    );
     let error = guest.pre_start(&c, &devices).unwrap_err();
     assert_eq!(error.kind(), CallErrorKind::GuestError);
-    assert!(error.to_string().contains("gpu1 lacks attribute pci.driver"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("gpu1 lacks attribute pci.driver"),
+        "{error}"
+    );
 
     // Hardware gone.
     hardware.candidates.lock().unwrap()[1].present = false;
     let c = ctx_with(Arc::clone(&hardware), &[], limits);
     let error = guest.pre_start(&c, &devices).unwrap_err();
-    assert!(error.to_string().contains("candidate gpu1 is not present"), "{error}");
-    assert!(error.to_string().contains("pre_start_check.wasm"), "{error}");
+    assert!(
+        error.to_string().contains("candidate gpu1 is not present"),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("pre_start_check.wasm"),
+        "{error}"
+    );
     assert!(error.to_string().contains("hook pre-start"), "{error}");
 }
 
@@ -309,16 +355,25 @@ fn load_error(path: &str) -> LoadError {
 #[test]
 fn an_export_that_is_no_hook_is_refused_by_name() {
     let error = load_error(artifacts::HOSTILE_WRONG_EXPORT);
-    assert!(matches!(error, LoadError::UnknownExport { .. }), "{error:?}");
+    assert!(
+        matches!(error, LoadError::UnknownExport { .. }),
+        "{error:?}"
+    );
     let message = error.to_string();
     assert!(message.contains("hostile_wrong_export.wasm"), "{message}");
-    assert!(message.contains("`wdp-test:extra/telemetry@0.1.0`"), "{message}");
+    assert!(
+        message.contains("`wdp-test:extra/telemetry@0.1.0`"),
+        "{message}"
+    );
 }
 
 #[test]
 fn a_missing_import_is_refused_by_name() {
     let error = load_error(artifacts::HOSTILE_BAD_IMPORT);
-    assert!(matches!(error, LoadError::UnknownImport { .. }), "{error:?}");
+    assert!(
+        matches!(error, LoadError::UnknownImport { .. }),
+        "{error:?}"
+    );
     let message = error.to_string();
     assert!(message.contains("hostile_bad_import.wasm"), "{message}");
     assert!(
@@ -330,10 +385,16 @@ fn a_missing_import_is_refused_by_name() {
 #[test]
 fn another_wit_version_is_refused_by_name() {
     let error = load_error(artifacts::HOSTILE_WRONG_VERSION);
-    assert!(matches!(error, LoadError::IncompatibleVersion { .. }), "{error:?}");
+    assert!(
+        matches!(error, LoadError::IncompatibleVersion { .. }),
+        "{error:?}"
+    );
     let message = error.to_string();
     assert!(message.contains("hostile_wrong_version.wasm"), "{message}");
-    assert!(message.contains("wasm-device-plugin:policy/health@0.2.0"), "{message}");
+    assert!(
+        message.contains("wasm-device-plugin:policy/health@0.2.0"),
+        "{message}"
+    );
     assert!(message.contains("0.1.x"), "{message}");
 }
 
@@ -345,7 +406,10 @@ fn a_component_without_hooks_or_a_core_module_is_refused() {
         .load_bytes("empty.wasm", &empty_component)
         .unwrap_err();
     assert!(matches!(error, LoadError::NoHook { .. }), "{error:?}");
-    assert!(error.to_string().contains("\"empty.wasm\" exports no hook"), "{error}");
+    assert!(
+        error.to_string().contains("\"empty.wasm\" exports no hook"),
+        "{error}"
+    );
 
     let core_module = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
     let error = engine().load_bytes("core.wasm", &core_module).unwrap_err();
@@ -359,7 +423,10 @@ fn a_component_without_hooks_or_a_core_module_is_refused() {
         .load_file(std::path::Path::new("/nonexistent/guest.wasm"))
         .unwrap_err();
     assert!(matches!(error, LoadError::Read { .. }), "{error:?}");
-    assert!(error.to_string().contains("/nonexistent/guest.wasm"), "{error}");
+    assert!(
+        error.to_string().contains("/nonexistent/guest.wasm"),
+        "{error}"
+    );
 }
 
 #[test]

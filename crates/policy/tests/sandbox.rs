@@ -65,7 +65,10 @@ fn still_serving(hostile: &Guest) {
 
 fn assert_names(error: &CallError, guest_file: &str, hook: Hook) {
     let message = error.to_string();
-    assert!(message.contains(&format!("guest \"{guest_file}\"")), "{message}");
+    assert!(
+        message.contains(&format!("guest \"{guest_file}\"")),
+        "{message}"
+    );
     assert!(message.contains(&format!("hook {hook}")), "{message}");
     assert_eq!(error.hook(), hook);
     assert_eq!(error.guest(), guest_file);
@@ -81,7 +84,10 @@ fn an_infinite_loop_times_out_in_every_hook() {
         let elapsed = started.elapsed();
         assert_eq!(error.kind(), CallErrorKind::Timeout, "{error}");
         assert_names(&error, "hostile_infinite_loop.wasm", hook);
-        assert!(error.to_string().ends_with("timed out after 150 ms"), "{error}");
+        assert!(
+            error.to_string().ends_with("timed out after 150 ms"),
+            "{error}"
+        );
         assert!(elapsed >= Duration::from_millis(150), "{elapsed:?}");
         assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
     }
@@ -155,12 +161,25 @@ fn nonsense_comes_back_unvalidated_and_long_messages_are_cut() {
         .unwrap();
     assert_eq!(ids.len(), 3);
     let response = guest
-        .allocate(&c, &[device_ref("a", 0, &[])], &ContainerResponse::default())
+        .allocate(
+            &c,
+            &[device_ref("a", 0, &[])],
+            &ContainerResponse::default(),
+        )
         .unwrap();
-    assert!(response.mounts.iter().any(|m| !m.host_path.starts_with('/')));
+    assert!(
+        response
+            .mounts
+            .iter()
+            .any(|m| !m.host_path.starts_with('/'))
+    );
     let error = guest.pre_start(&c, &[device_ref("a", 0, &[])]).unwrap_err();
     assert_eq!(error.kind(), CallErrorKind::GuestError);
-    assert!(error.to_string().len() < 5_000, "{}", error.to_string().len());
+    assert!(
+        error.to_string().len() < 5_000,
+        "{}",
+        error.to_string().len()
+    );
 }
 
 #[test]
@@ -203,19 +222,17 @@ fn calls_work_from_spawn_blocking_on_a_multi_thread_runtime() {
         assert_eq!(good.len(), 1);
         // A panicking guest writes to stderr (a WASI stream) inside the
         // runtime's context: must not panic the host (wasmtime#11339).
-        let trapped = tokio::task::spawn_blocking(move || {
-            call_with_work(&trap, Hook::Allocate, &ctx(&[]))
-        })
-        .await
-        .unwrap()
-        .unwrap_err();
+        let trapped =
+            tokio::task::spawn_blocking(move || call_with_work(&trap, Hook::Allocate, &ctx(&[])))
+                .await
+                .unwrap()
+                .unwrap_err();
         assert_eq!(trapped.kind(), CallErrorKind::Trap);
-        let slept = tokio::task::spawn_blocking(move || {
-            call_with_work(&sleeper, Hook::Health, &ctx(&[]))
-        })
-        .await
-        .unwrap()
-        .unwrap_err();
+        let slept =
+            tokio::task::spawn_blocking(move || call_with_work(&sleeper, Hook::Health, &ctx(&[])))
+                .await
+                .unwrap()
+                .unwrap_err();
         assert_eq!(slept.kind(), CallErrorKind::Trap);
     });
 }
@@ -259,7 +276,8 @@ fn many_threads_call_at_once_while_a_guest_loops() {
 
 #[test]
 fn observer_sees_every_call_and_precompiled_cache_fills() {
-    let events: Arc<Mutex<Vec<(Hook, Option<CallErrorKind>)>>> = Arc::default();
+    type Seen = Vec<(Hook, Option<CallErrorKind>)>;
+    let events: Arc<Mutex<Seen>> = Arc::default();
     let seen = Arc::clone(&events);
     let cache = tempfile::tempdir().unwrap();
     let engine = PolicyEngine::new(EngineSettings {

@@ -23,7 +23,9 @@ const ANNOTATION: &str = "wasm-device-plugin/devices";
 fn valid_env_prefix(prefix: &str) -> bool {
     !prefix.is_empty()
         && !prefix.starts_with(|c: char| c.is_ascii_digit())
-        && prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 impl Allocate for AllocateShaper {
@@ -34,7 +36,9 @@ impl Allocate for AllocateShaper {
         let config = wdp_guest_sdk::config();
         let prefix = config.get_or("env-prefix", "WDP").trim().to_string();
         if !valid_env_prefix(&prefix) {
-            return Err(format!("guest-config env-prefix {prefix:?} is not a valid env name"));
+            return Err(format!(
+                "guest-config env-prefix {prefix:?} is not a valid env name"
+            ));
         }
 
         // Device IDs without replica suffixes, in request order, once each.
@@ -47,14 +51,24 @@ impl Allocate for AllocateShaper {
         let list = ids.join(",");
 
         let mut response = default;
-        response.envs.retain(|(key, _)| !key.ends_with("_VISIBLE_DEVICES") || !key.starts_with(&prefix));
-        response.envs.push((format!("{prefix}_VISIBLE_DEVICES"), list.clone()));
+        response
+            .envs
+            .retain(|(key, _)| !key.ends_with("_VISIBLE_DEVICES") || !key.starts_with(&prefix));
+        response
+            .envs
+            .push((format!("{prefix}_VISIBLE_DEVICES"), list.clone()));
         response.annotations.retain(|(key, _)| key != ANNOTATION);
         response.annotations.push((ANNOTATION.to_string(), list));
 
-        if let Some(kind) = config.get("cdi-kind").map(str::trim).filter(|k| !k.is_empty()) {
+        if let Some(kind) = config
+            .get("cdi-kind")
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+        {
             if !kind.contains('/') {
-                return Err(format!("guest-config cdi-kind {kind:?} must look like vendor.com/class"));
+                return Err(format!(
+                    "guest-config cdi-kind {kind:?} must look like vendor.com/class"
+                ));
             }
             response.devices.clear();
             response.cdi_devices = ids.iter().map(|id| format!("{kind}={id}")).collect();

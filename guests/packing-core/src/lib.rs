@@ -104,6 +104,9 @@ impl fmt::Display for PackError {
 
 impl std::error::Error for PackError {}
 
+/// One NUMA tier: devices by link group, and devices without one.
+type Tier<'a> = (BTreeMap<&'a str, Vec<&'a str>>, Vec<&'a str>);
+
 /// A link group (or a lone device) inside one NUMA tier.
 struct Group<'a> {
     key: Option<&'a str>,
@@ -185,8 +188,7 @@ pub fn choose<'a>(
 
     // Tier -> locality key -> members. Devices without NUMA go last, devices
     // without a locality key are groups of their own.
-    let mut tiers: BTreeMap<usize, (BTreeMap<&'a str, Vec<&'a str>>, Vec<&'a str>)> =
-        BTreeMap::new();
+    let mut tiers: BTreeMap<usize, Tier<'a>> = BTreeMap::new();
     for (&id, &index) in &by_id {
         if chosen_set.contains(id) {
             continue;
@@ -311,7 +313,11 @@ mod tests {
 
     #[test]
     fn errors_and_duplicates() {
-        let devices = [item("a", &[], None), item("a", &[], None), item("b", &[], None)];
+        let devices = [
+            item("a", &[], None),
+            item("a", &[], None),
+            item("b", &[], None),
+        ];
         assert_eq!(
             choose(&devices, &[], 3),
             Err(PackError::NotEnoughDevices {
@@ -339,8 +345,14 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
-        let a = attrs(&[("pci.path", "/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0")]);
-        assert_eq!(locality_key(&a), Some("/sys/devices/pci0000:00/0000:00:01.0"));
+        let a = attrs(&[(
+            "pci.path",
+            "/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0",
+        )]);
+        assert_eq!(
+            locality_key(&a),
+            Some("/sys/devices/pci0000:00/0000:00:01.0")
+        );
         let b = attrs(&[("pci.path", "/x/y"), ("link.group", "nvlink-0")]);
         assert_eq!(locality_key(&b), Some("nvlink-0"));
         assert_eq!(locality_key(&[]), None);

@@ -46,8 +46,16 @@ fn keep(candidate: &Candidate, vendors: &[String], classes: &[String]) -> bool {
 impl Discovery for PciFilter {
     fn discover(candidates: Vec<Candidate>) -> Result<Vec<Device>, String> {
         let config = wdp_guest_sdk::config();
-        let vendors: Vec<String> = config.list("vendors").iter().map(|v| normalize_hex(v)).collect();
-        let classes: Vec<String> = config.list("classes").iter().map(|c| normalize_hex(c)).collect();
+        let vendors: Vec<String> = config
+            .list("vendors")
+            .iter()
+            .map(|v| normalize_hex(v))
+            .collect();
+        let classes: Vec<String> = config
+            .list("classes")
+            .iter()
+            .map(|c| normalize_hex(c))
+            .collect();
         let replicas = config.parse::<u32>("replicas")?.unwrap_or(1).max(1);
 
         let total = candidates.len();

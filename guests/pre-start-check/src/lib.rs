@@ -20,8 +20,14 @@ struct PreStartCheck;
 impl PreStart for PreStartCheck {
     fn pre_start(devices: Vec<DeviceRef>) -> Result<(), String> {
         let config = wdp_guest_sdk::config();
-        let required = config.get("require-attribute").map(str::trim).filter(|a| !a.is_empty());
-        let log_attribute = config.get("log-attribute").map(str::trim).filter(|a| !a.is_empty());
+        let required = config
+            .get("require-attribute")
+            .map(str::trim)
+            .filter(|a| !a.is_empty());
+        let log_attribute = config
+            .get("log-attribute")
+            .map(str::trim)
+            .filter(|a| !a.is_empty());
         let candidates = hardware::candidates();
 
         let mut problems = Vec::new();
@@ -38,7 +44,9 @@ impl PreStart for PreStartCheck {
                 .iter()
                 .filter(|c| {
                     c.id == device.device_id
-                        || c.nodes.iter().any(|n| device.nodes.iter().any(|d| d.path == n.path))
+                        || c.nodes
+                            .iter()
+                            .any(|n| device.nodes.iter().any(|d| d.path == n.path))
                 })
                 .collect();
             if own.is_empty() {

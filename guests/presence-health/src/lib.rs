@@ -56,7 +56,10 @@ fn verdict(facts: &DeviceFacts, drivers: &[String]) -> Verdict {
 impl Health for PresenceHealth {
     fn check(devices: Vec<DeviceFacts>) -> Result<Vec<Verdict>, String> {
         let drivers = wdp_guest_sdk::config().list("drivers");
-        Ok(devices.iter().map(|facts| verdict(facts, &drivers)).collect())
+        Ok(devices
+            .iter()
+            .map(|facts| verdict(facts, &drivers))
+            .collect())
     }
 }
 

@@ -153,17 +153,17 @@ pub use allocate_world::exports::wasm_device_plugin::policy::allocate::{
 /// The `pre-start` hook: one container's devices in, ok or an error out.
 pub use pre_start_world::exports::wasm_device_plugin::policy::pre_start::Guest as PreStart;
 
+/// Exports a type implementing [`Allocate`] as the guest's `allocate` hook.
+pub use allocate_world::export_allocate;
 /// Exports a type implementing [`Discovery`] as the guest's `discovery` hook.
 pub use discovery_world::export_discovery;
 /// Exports a type implementing [`Health`] as the guest's `health` hook.
 pub use health_world::export_health;
+/// Exports a type implementing [`PreStart`] as the guest's `pre-start` hook.
+pub use pre_start_world::export_pre_start;
 /// Exports a type implementing [`PreferredAllocation`] as the guest's
 /// `preferred-allocation` hook.
 pub use preferred_allocation_world::export_preferred_allocation;
-/// Exports a type implementing [`Allocate`] as the guest's `allocate` hook.
-pub use allocate_world::export_allocate;
-/// Exports a type implementing [`PreStart`] as the guest's `pre-start` hook.
-pub use pre_start_world::export_pre_start;
 
 /// Looks up an attribute by name in a list of `(name, value)` pairs (the
 /// `attributes` of a candidate, device or device reference). The first
@@ -395,37 +395,35 @@ impl Default for BumpAllocator {
 unsafe impl core::alloc::GlobalAlloc for BumpAllocator {
     unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
         const PAGE: usize = 65536;
-        // SAFETY: single-threaded; no reentrancy (nothing here allocates).
+        // SAFETY: single-threaded, and nothing here allocates (no reentrancy).
         let (next, end) = unsafe { &mut *self.state.get() };
-        let start = (*next + layout.align() - 1) & !(layout.align() - 1);
-        let Some(new_next) = start.checked_add(layout.size()) else {
-            return core::ptr::null_mut();
-        };
-        if new_next > *end || *end == 0 {
-            let (start, new_next) = if *end == 0 || new_next > *end {
-                // Grow by at least what is needed, at least 1 MiB.
-                let need = layout.size() + layout.align();
-                let pages = need.div_ceil(PAGE).max(16);
-                let previous = core::arch::wasm32::memory_grow(0, pages);
-                if previous == usize::MAX {
-                    return core::ptr::null_mut();
-                }
-                let base = previous * PAGE;
-                if *end != base {
-                    // Not contiguous with the current region: start afresh.
-                    *next = base;
-                }
-                *end = base + pages * PAGE;
-                let start = (*next + layout.align() - 1) & !(layout.align() - 1);
-                (start, start + layout.size())
-            } else {
-                (start, new_next)
+        let align = layout.align();
+        // At most two rounds: the second one runs after growing memory.
+        for _ in 0..2 {
+            let Some(start) = next.checked_add(align - 1).map(|n| n & !(align - 1)) else {
+                return core::ptr::null_mut();
             };
-            *next = new_next;
-            return start as *mut u8;
+            let Some(new_next) = start.checked_add(layout.size()) else {
+                return core::ptr::null_mut();
+            };
+            if *end != 0 && new_next <= *end {
+                *next = new_next;
+                return start as *mut u8;
+            }
+            // Grow by what is needed, at least 1 MiB at a time.
+            let pages = (layout.size() + align).div_ceil(PAGE).max(16);
+            let previous = core::arch::wasm32::memory_grow(0, pages);
+            if previous == usize::MAX {
+                return core::ptr::null_mut();
+            }
+            let base = previous * PAGE;
+            if *end != base {
+                // Not contiguous with the current region: start afresh.
+                *next = base;
+            }
+            *end = base + pages * PAGE;
         }
-        *next = new_next;
-        start as *mut u8
+        core::ptr::null_mut()
     }
 
     unsafe fn dealloc(&self, _ptr: *mut u8, _layout: core::alloc::Layout) {}

@@ -49,7 +49,10 @@ impl Health for Nonsense {
         ];
         if let Some(first) = devices.first() {
             verdicts.push(Verdict::healthy(first.device.id.clone(), "first"));
-            verdicts.push(Verdict::unhealthy(first.device.id.clone(), "contradicts itself"));
+            verdicts.push(Verdict::unhealthy(
+                first.device.id.clone(),
+                "contradicts itself",
+            ));
         }
         Ok(verdicts)
     }
@@ -90,7 +93,9 @@ impl Allocate for Nonsense {
             host_path: "dev/fake".to_string(),
             permissions: "rwxz".to_string(),
         });
-        default.cdi_devices.push(format!("not a cdi name {}", devices.len()));
+        default
+            .cdi_devices
+            .push(format!("not a cdi name {}", devices.len()));
         Ok(default)
     }
 }

@@ -1,0 +1,183 @@
+// `js-packing`: the `numa-packing` preferred-allocation guest, in JavaScript.
+//
+// Same behaviour as the Rust guest (`guests/numa-packing`, logic in
+// `guests/packing-core`): keep the must-include IDs, then pack by NUMA node
+// and link locality (`link.group` attribute, else the PCI parent from
+// `pci.path`), best fit, ties broken by ID.
+//
+// Componentized with the componentize-js library API against the WIT world
+// `preferred-allocation-guest` (see `build.mjs`). WIT `s64` values arrive
+// as BigInt; a thrown string becomes the `err` of the result.
+
+/** Code-point order (Rust's byte order on UTF-8), not UTF-16 order. */
+function cmp(a, b) {
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return fixup(x) - fixup(y);
+  }
+  return a.length - b.length;
+}
+
+/** Surrogates (code points above U+FFFF) sort after U+E000..U+FFFF. */
+function fixup(unit) {
+  if (unit >= 0xd800 && unit <= 0xdfff) return unit + 0x2000;
+  if (unit >= 0xe000) return unit - 0x800;
+  return unit;
+}
+
+function cmpBig(a, b) {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The first value of attribute `name`; null when absent or empty. */
+function lookup(attributes, name) {
+  for (const [key, value] of attributes) {
+    if (key === name) return value === '' ? null : value;
+  }
+  return null;
+}
+
+/** `link.group`, else the parent directory of `pci.path`, else null. */
+function localityKey(attributes) {
+  const group = lookup(attributes, 'link.group');
+  if (group !== null) return group;
+  let path = lookup(attributes, 'pci.path');
+  if (path === null) return null;
+  let end = path.length;
+  while (end > 0 && path[end - 1] === '/') end--;
+  path = path.slice(0, end);
+  const slash = path.lastIndexOf('/');
+  return slash > 0 ? path.slice(0, slash) : null;
+}
+
+/** Rust's `{:?}` of a string. */
+function debugStr(text) {
+  let out = '"';
+  for (const ch of text) {
+    const code = ch.codePointAt(0);
+    if (ch === '"' || ch === '\\') out += '\\' + ch;
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\t') out += '\\t';
+    else if (code === 0) out += '\\0';
+    else if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) out += `\\u{${code.toString(16)}}`;
+    else out += ch;
+  }
+  return out + '"';
+}
+
+function take(members, remaining, chosen) {
+  const count = Math.min(members.length, remaining);
+  for (let i = 0; i < count; i++) chosen.push(members[i]);
+  return remaining - count;
+}
+
+const NO_NUMA = Number.MAX_SAFE_INTEGER;
+
+export function choose(available, mustInclude, size) {
+  // Distinct available devices, first occurrence wins.
+  const byId = new Map();
+  for (const device of available) {
+    if (!byId.has(device.id)) byId.set(device.id, device);
+  }
+  if (byId.size < size) {
+    throw `only ${byId.size} devices available for an allocation of ${size}`;
+  }
+
+  const chosen = [];
+  const chosenSet = new Set();
+  for (const id of mustInclude) {
+    if (!byId.has(id)) throw `must-include device ${debugStr(id)} is not available`;
+    if (!chosenSet.has(id)) {
+      chosenSet.add(id);
+      chosen.push(id);
+    }
+  }
+  if (chosen.length > size) {
+    throw `${chosen.length} must-include devices do not fit an allocation of ${size}`;
+  }
+  let remaining = size - chosen.length;
+  if (remaining === 0) return chosen;
+
+  const ids = [...byId.keys()].sort(cmp);
+  const locality = new Map();
+  for (const id of ids) locality.set(id, localityKey(byId.get(id).attributes));
+
+  // Rank NUMA nodes: nodes of must-include devices first (most such
+  // devices first), then by the number of other available devices.
+  const perNode = new Map(); // BigInt node -> [must, other]
+  const affinity = new Set();
+  for (const id of ids) {
+    const must = chosenSet.has(id);
+    for (const node of byId.get(id).numaNodes) {
+      let counts = perNode.get(node);
+      if (!counts) perNode.set(node, (counts = [0, 0]));
+      counts[must ? 0 : 1]++;
+    }
+    if (must && locality.get(id) !== null) affinity.add(locality.get(id));
+  }
+  const nodes = [...perNode.entries()].sort(
+    (a, b) => b[1][0] - a[1][0] || b[1][1] - a[1][1] || cmpBig(a[0], b[0]),
+  );
+  const rank = new Map(nodes.map(([node], index) => [node, index]));
+
+  // Tier -> { grouped: key -> members, lone: [ids] }.
+  const tiers = new Map();
+  for (const id of ids) {
+    if (chosenSet.has(id)) continue;
+    let tier = NO_NUMA;
+    for (const node of byId.get(id).numaNodes) tier = Math.min(tier, rank.get(node));
+    let entry = tiers.get(tier);
+    if (!entry) tiers.set(tier, (entry = { grouped: new Map(), lone: [] }));
+    const key = locality.get(id);
+    if (key === null) entry.lone.push(id);
+    else if (entry.grouped.has(key)) entry.grouped.get(key).push(id);
+    else entry.grouped.set(key, [id]);
+  }
+
+  for (const tier of [...tiers.keys()].sort((a, b) => a - b)) {
+    if (remaining === 0) break;
+    const { grouped, lone } = tiers.get(tier);
+    const groups = [...grouped.keys()].sort(cmp).map((key) => ({ key, members: grouped.get(key) }));
+    for (const id of lone) groups.push({ key: null, members: [id] });
+
+    // Groups linked to what is already chosen come first, by key.
+    const rest = [];
+    for (const group of groups) {
+      if (remaining > 0 && group.key !== null && affinity.has(group.key)) {
+        remaining = take(group.members, remaining, chosen);
+      } else {
+        rest.push(group);
+      }
+    }
+
+    // Then best fit: sorted by (size, key, first ID).
+    rest.sort(
+      (a, b) =>
+        a.members.length - b.members.length ||
+        (a.key === null ? (b.key === null ? 0 : -1) : b.key === null ? 1 : cmp(a.key, b.key)) ||
+        cmp(a.members[0], b.members[0]),
+    );
+    while (remaining > 0 && rest.length > 0) {
+      let pick = rest.findIndex((group) => group.members.length >= remaining);
+      if (pick < 0) {
+        // None covers the rest: the first of the biggest groups.
+        const biggest = rest[rest.length - 1].members.length;
+        pick = rest.findIndex((group) => group.members.length >= biggest);
+      }
+      const [group] = rest.splice(pick, 1);
+      remaining = take(group.members, remaining, chosen);
+    }
+  }
+  return chosen;
+}
+
+/** The `wasm-device-plugin:policy/preferred-allocation` export. */
+export const preferredAllocation = {
+  choose(request) {
+    return choose(request.available, request.mustInclude, request.size);
+  },
+};
