@@ -19,6 +19,9 @@
 //! cargo run --release -p wdp-policy --example bench_polyglot -- --check 2000 --no-bench
 //! ```
 //!
+//! `--dir PATH` reads the components from another directory, `--iterations
+//! N` caps the timed calls per language (default 2000, or about 5 s).
+//!
 //! Guests load on an engine configured like the host's (pooling allocator);
 //! a guest the pooling limits refuse is reported and then measured on an
 //! on-demand engine, marked `(on-demand)`.
@@ -35,7 +38,7 @@ use wdp_policy::{
 };
 
 /// Where `guests/polyglot/build.sh` puts the components.
-fn polyglot_dir() -> PathBuf {
+fn default_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/polyglot")
 }
 
@@ -45,8 +48,7 @@ struct Lang {
     health: PathBuf,
 }
 
-fn languages() -> Vec<Lang> {
-    let dir = polyglot_dir();
+fn languages(dir: &Path) -> Vec<Lang> {
     let mut langs = vec![Lang {
         name: "Rust",
         packing: PathBuf::from(artifacts::NUMA_PACKING),
@@ -407,17 +409,19 @@ fn main() {
     let mut cases = 300;
     let mut bench = true;
     let mut iterations = 2000;
+    let mut dir = default_dir();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--check" => cases = args.next().and_then(|v| v.parse().ok()).expect("--check N"),
             "--no-bench" => bench = false,
+            "--dir" => dir = args.next().map(PathBuf::from).expect("--dir PATH"),
             "--iterations" => {
                 iterations = args
                     .next()
                     .and_then(|v| v.parse().ok())
                     .expect("--iterations N")
             }
-            other => panic!("unknown argument {other}; use --check N, --iterations N, --no-bench"),
+            other => panic!("unknown argument {other}; use --check N, --iterations N, --dir PATH, --no-bench"),
         }
     }
 
@@ -435,7 +439,7 @@ fn main() {
     }
     let mut loaded = Vec::new();
     let mut missing = false;
-    for lang in languages() {
+    for lang in languages(&dir) {
         let (Ok(meta), true) = (std::fs::metadata(&lang.packing), lang.health.exists()) else {
             println!(
                 "  {}: {} or its health guest is missing; run `bash guests/polyglot/build.sh`",

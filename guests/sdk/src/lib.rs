@@ -34,6 +34,10 @@
 //! [`hardware::read_attribute`] and [`hardware::write_attribute`] reach the
 //! hardware the resource selected (and nothing else).
 //!
+//! Every call runs in a fresh instance that is thrown away afterwards, so
+//! a guest that handles large inputs may install [`BumpAllocator`] as its
+//! global allocator (never frees; much cheaper allocation).
+//!
 //! Guests run under a deadline and a memory cap, without any filesystem,
 //! network, environment or clock beyond what the imports give. A panic
 //! becomes a trap that fails only the current call; returning `Err(message)`
