@@ -367,3 +367,38 @@ async fn check_prints_what_each_resource_advertises() {
     assert!(stdout.contains("fuse::3 Healthy /dev/fuse"), "{stdout}");
     assert!(stdout.contains("net-tun Healthy /dev/net/tun"), "{stdout}");
 }
+
+#[tokio::test]
+async fn a_vanishing_node_reaches_the_kubelet_without_waiting_for_a_poll() {
+    let world = World::new();
+    world.add_node("/dev/hot0");
+    world.add_node("/dev/fuse");
+    // Polling every minute: only the inotify event can explain an update.
+    world.write_config(
+        "hot.toml",
+        "version = 1\nresource = \"e2e.example.com/hot\"\npoll-interval-ms = 60000\n[[nodes]]\npath = \"/dev/hot*\"\n[[nodes]]\npath = \"/dev/fuse\"\n",
+    );
+    let kubelet = world.kubelet().await;
+    let plugin = world.spawn();
+    kubelet
+        .wait_registered("e2e.example.com/hot", 1, WAIT)
+        .await
+        .unwrap();
+    for node in ["/dev/hot0", "/dev/fuse"] {
+        world.remove_node(node);
+        let id = node.trim_start_matches("/dev/");
+        kubelet
+            .wait_devices("e2e.example.com/hot", WAIT, |d| {
+                d.iter().any(|d| d.id == id && d.health == "Unhealthy")
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{node}: {e}\n{}", plugin.log()));
+        world.add_node(node);
+        kubelet
+            .wait_devices("e2e.example.com/hot", WAIT, |d| {
+                d.iter().all(|d| d.health == "Healthy")
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{node} back: {e}\n{}", plugin.log()));
+    }
+}

@@ -7,5 +7,5 @@ mod support;
 
 mod core;
 mod guests;
-mod reload;
 mod ops;
+mod reload;

@@ -10,7 +10,11 @@ fn world_with_guest() -> World {
     world.add_node("/dev/fuse");
     let guests = world.config().join("guests");
     std::fs::create_dir_all(&guests).unwrap();
-    std::fs::copy(wdp_guest_artifacts::ALLOCATE_SHAPER, guests.join("shaper.wasm")).unwrap();
+    std::fs::copy(
+        wdp_guest_artifacts::ALLOCATE_SHAPER,
+        guests.join("shaper.wasm"),
+    )
+    .unwrap();
     world.write_config(
         "fuse.toml",
         &format!(
@@ -31,7 +35,11 @@ async fn probes_and_metrics_tell_the_operator_what_happens() {
         if let Ok(answer) = http_get(&addr, "/healthz").await {
             break answer;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no /healthz: {}", plugin.log());
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no /healthz: {}",
+            plugin.log()
+        );
         tokio::task::yield_now().await;
     };
     assert_eq!(healthz.0, 200);
@@ -54,23 +62,59 @@ async fn probes_and_metrics_tell_the_operator_what_happens() {
     kubelet.wait_registered(FUSE, 1, WAIT).await.unwrap();
 
     let series = |s: &str| s.to_owned();
-    let restarts = wait_metric(&addr, "wasm_device_plugin_kubelet_restarts_total", |n| n >= 1.0).await;
+    let restarts = wait_metric(&addr, "wasm_device_plugin_kubelet_restarts_total", |n| {
+        n >= 1.0
+    })
+    .await;
     assert!(restarts >= 1.0);
     let (_, body) = http_get(&addr, "/metrics").await.unwrap();
-    let value = |s: String| metric_value(&body, &s).unwrap_or_else(|| panic!("{s} missing in\n{body}"));
+    let value =
+        |s: String| metric_value(&body, &s).unwrap_or_else(|| panic!("{s} missing in\n{body}"));
     let r = format!("resource=\"{FUSE}\"");
-    assert_eq!(value(series(&format!("wasm_device_plugin_devices{{{r},health=\"healthy\"}}"))), 4.0);
-    assert_eq!(value(series(&format!("wasm_device_plugin_devices{{{r},health=\"unhealthy\"}}"))), 0.0);
-    assert_eq!(value(format!("wasm_device_plugin_allocated_devices_total{{{r}}}")), 3.0);
-    assert_eq!(value(format!("wasm_device_plugin_rpc_requests_total{{{r},rpc=\"Allocate\",code=\"Ok\"}}")), 3.0);
-    assert_eq!(value(format!("wasm_device_plugin_rpc_duration_seconds_count{{{r},rpc=\"Allocate\"}}")), 3.0);
-    assert!(value(format!("wasm_device_plugin_registrations_total{{{r},result=\"success\"}}")) >= 2.0);
     assert_eq!(
-        value(format!("wasm_device_plugin_guest_calls_total{{{r},guest=\"shaper.wasm\",hook=\"allocate\",result=\"ok\"}}")),
+        value(series(&format!(
+            "wasm_device_plugin_devices{{{r},health=\"healthy\"}}"
+        ))),
+        4.0
+    );
+    assert_eq!(
+        value(series(&format!(
+            "wasm_device_plugin_devices{{{r},health=\"unhealthy\"}}"
+        ))),
+        0.0
+    );
+    assert_eq!(
+        value(format!("wasm_device_plugin_allocated_devices_total{{{r}}}")),
+        3.0
+    );
+    assert_eq!(
+        value(format!(
+            "wasm_device_plugin_rpc_requests_total{{{r},rpc=\"Allocate\",code=\"Ok\"}}"
+        )),
+        3.0
+    );
+    assert_eq!(
+        value(format!(
+            "wasm_device_plugin_rpc_duration_seconds_count{{{r},rpc=\"Allocate\"}}"
+        )),
+        3.0
+    );
+    assert!(
+        value(format!(
+            "wasm_device_plugin_registrations_total{{{r},result=\"success\"}}"
+        )) >= 2.0
+    );
+    assert_eq!(
+        value(format!(
+            "wasm_device_plugin_guest_calls_total{{{r},guest=\"shaper.wasm\",hook=\"allocate\",result=\"ok\"}}"
+        )),
         3.0
     );
     assert_eq!(value(series("wasm_device_plugin_config_valid")), 1.0);
-    assert!(body.contains("# TYPE wasm_device_plugin_guest_call_duration_seconds histogram"), "{body}");
+    assert!(
+        body.contains("# TYPE wasm_device_plugin_guest_call_duration_seconds histogram"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -83,8 +127,12 @@ async fn json_logs_are_one_object_per_line() {
     let lines: Vec<&str> = log.lines().collect();
     assert!(!lines.is_empty());
     for line in lines {
-        let value: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        assert!(value.get("level").is_some() && value.get("fields").is_some(), "{line}");
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            value.get("level").is_some() && value.get("fields").is_some(),
+            "{line}"
+        );
     }
     assert!(log.contains("registered with the kubelet"), "{log}");
 }

@@ -113,8 +113,16 @@ fn reload_world() -> World {
     world.add_node("/dev/fuse");
     let guests = world.config().join("guests");
     std::fs::create_dir_all(&guests).unwrap();
-    std::fs::copy(wdp_guest_artifacts::ALLOCATE_SHAPER, guests.join("shaper.wasm")).unwrap();
-    std::fs::copy(wdp_guest_artifacts::NUMA_PACKING, guests.join("packing.wasm")).unwrap();
+    std::fs::copy(
+        wdp_guest_artifacts::ALLOCATE_SHAPER,
+        guests.join("shaper.wasm"),
+    )
+    .unwrap();
+    std::fs::copy(
+        wdp_guest_artifacts::NUMA_PACKING,
+        guests.join("packing.wasm"),
+    )
+    .unwrap();
     world.write_config("host.toml", "version = 1\nreload-debounce-ms = 30\n");
     world.write_config("stable.toml", &stable_config(2, "FIRST"));
     world
@@ -131,7 +139,12 @@ async fn edits_apply_live_and_bad_edits_change_nothing() {
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
     // The shaper names the shared device, not the replica.
-    assert_eq!(allocate_env(&kubelet, "FIRST_VISIBLE_DEVICES").await.as_deref(), Some("fuse"));
+    assert_eq!(
+        allocate_env(&kubelet, "FIRST_VISIBLE_DEVICES")
+            .await
+            .as_deref(),
+        Some("fuse")
+    );
     let load = Load::start(&kubelet).await;
     // Waits for at least one more refused reload than counted so far.
     let mut refusals = 0.0;
@@ -143,14 +156,23 @@ async fn edits_apply_live_and_bad_edits_change_nothing() {
 
     // A good edit: more replicas, one ListAndWatch update.
     world.write_config("stable.toml", &stable_config(3, "FIRST"));
-    kubelet.wait_devices(STABLE, WAIT, |d| d.len() == 3).await.unwrap();
+    kubelet
+        .wait_devices(STABLE, WAIT, |d| d.len() == 3)
+        .await
+        .unwrap();
 
     // A guest-config edit: new calls see the new settings.
     world.write_config("stable.toml", &stable_config(3, "SECOND"));
     wait_metric(&metrics, VALID, |v| v == 1.0).await;
     let deadline = tokio::time::Instant::now() + WAIT;
-    while allocate_env(&kubelet, "SECOND_VISIBLE_DEVICES").await.is_none() {
-        assert!(tokio::time::Instant::now() < deadline, "new guest config never served");
+    while allocate_env(&kubelet, "SECOND_VISIBLE_DEVICES")
+        .await
+        .is_none()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "new guest config never served"
+        );
         tokio::task::yield_now().await;
     }
 
@@ -167,13 +189,30 @@ async fn edits_apply_live_and_bad_edits_change_nothing() {
         })
         .await
         .unwrap();
-    assert_eq!(world.plugin_sockets().len(), 1, "{:?}", world.plugin_sockets());
+    assert_eq!(
+        world.plugin_sockets().len(),
+        1,
+        "{:?}",
+        world.plugin_sockets()
+    );
 
     // Bad edits, each refused; the last good state keeps serving.
     let bad_edits: [(&str, &str, String); 4] = [
-        ("malformed TOML", "stable.toml", "version = 1\nresource = \"reload.example.com/stable\n".to_owned()),
-        ("unknown key", "stable.toml", stable_config(5, "BAD").replace("[[nodes]]", "surprise = true\n[[nodes]]")),
-        ("missing guest", "stable.toml", stable_config(5, "BAD").replace("shaper.wasm", "absent.wasm")),
+        (
+            "malformed TOML",
+            "stable.toml",
+            "version = 1\nresource = \"reload.example.com/stable\n".to_owned(),
+        ),
+        (
+            "unknown key",
+            "stable.toml",
+            stable_config(5, "BAD").replace("[[nodes]]", "surprise = true\n[[nodes]]"),
+        ),
+        (
+            "missing guest",
+            "stable.toml",
+            stable_config(5, "BAD").replace("shaper.wasm", "absent.wasm"),
+        ),
         ("duplicate resource", "copy.toml", stable_config(5, "BAD")),
     ];
     for (what, file, text) in &bad_edits {
@@ -181,7 +220,12 @@ async fn edits_apply_live_and_bad_edits_change_nothing() {
         refused(&mut refusals).await;
         let devices = kubelet.plugin(STABLE).unwrap().devices;
         assert_eq!(devices.len(), 3, "{what}: the device list changed");
-        assert!(allocate_env(&kubelet, "SECOND_VISIBLE_DEVICES").await.is_some(), "{what}");
+        assert!(
+            allocate_env(&kubelet, "SECOND_VISIBLE_DEVICES")
+                .await
+                .is_some(),
+            "{what}"
+        );
         // Undo it: the same good configuration is valid again.
         if *file == "stable.toml" {
             world.write_config(file, &stable_config(3, "SECOND"));
@@ -194,20 +238,40 @@ async fn edits_apply_live_and_bad_edits_change_nothing() {
     std::fs::write(world.config().join("guests/shaper.wasm"), b"\0asm garbage").unwrap();
     world.write_config("stable.toml", &stable_config(3, "THIRD"));
     refused(&mut refusals).await;
-    assert!(allocate_env(&kubelet, "SECOND_VISIBLE_DEVICES").await.is_some());
+    assert!(
+        allocate_env(&kubelet, "SECOND_VISIBLE_DEVICES")
+            .await
+            .is_some()
+    );
 
     // A half-written file is refused; once complete it is applied.
-    std::fs::copy(wdp_guest_artifacts::ALLOCATE_SHAPER, world.config().join("guests/shaper.wasm")).unwrap();
+    std::fs::copy(
+        wdp_guest_artifacts::ALLOCATE_SHAPER,
+        world.config().join("guests/shaper.wasm"),
+    )
+    .unwrap();
     let full = stable_config(2, "FOURTH");
     std::fs::write(world.config().join("stable.toml"), &full[..full.len() / 2]).unwrap();
     std::fs::write(world.config().join("stable.toml"), &full).unwrap();
-    kubelet.wait_devices(STABLE, WAIT, |d| d.len() == 2).await.unwrap();
+    kubelet
+        .wait_devices(STABLE, WAIT, |d| d.len() == 2)
+        .await
+        .unwrap();
     wait_metric(&metrics, VALID, |v| v == 1.0).await;
 
     let (calls, failures) = load.finish().await;
     assert!(calls > 0);
-    assert!(failures.is_empty(), "{} of {calls} kubelet calls failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
-    assert!(kubelet.state().violations.is_empty(), "{:?}", kubelet.state().violations);
+    assert!(
+        failures.is_empty(),
+        "{} of {calls} kubelet calls failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(
+        kubelet.state().violations.is_empty(),
+        "{:?}",
+        kubelet.state().violations
+    );
 }
 
 #[tokio::test]
@@ -240,5 +304,8 @@ async fn a_configmap_style_symlink_swap_is_applied() {
     std::os::unix::fs::symlink(second.file_name().unwrap(), config.join("..data_tmp")).unwrap();
     std::fs::rename(config.join("..data_tmp"), config.join("..data")).unwrap();
     std::fs::remove_dir_all(first).unwrap();
-    kubelet.wait_devices(STABLE, WAIT, |d| d.len() == 5).await.unwrap();
+    kubelet
+        .wait_devices(STABLE, WAIT, |d| d.len() == 5)
+        .await
+        .unwrap();
 }

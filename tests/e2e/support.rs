@@ -181,7 +181,10 @@ pub async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> 
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
     Ok((code, body))
 }
 
@@ -203,6 +206,9 @@ pub async fn wait_metric(addr: &str, series: &str, condition: impl Fn(f64) -> bo
         {
             return value;
         }
-        assert!(tokio::time::Instant::now() < deadline, "metric {series} never reached the expected value");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "metric {series} never reached the expected value"
+        );
     }
 }

@@ -397,7 +397,7 @@ pub fn validate_container_response(response: &ContainerAllocateResponse) -> Resu
             }
         }
     }
-    for (key, _) in &response.envs {
+    for key in response.envs.keys() {
         if key.is_empty() || key.contains('=') || key.contains('\0') {
             return Err(format!("environment variable name {key:?} is not valid"));
         }

@@ -531,14 +531,21 @@ fn same_guests(a: &ResourceSpec, b: &ResourceSpec) -> bool {
         })
 }
 
-/// Refreshes discovery and health on every poll tick or request.
+/// Refreshes discovery and health on every hardware event, poll tick or
+/// request.
 async fn refresh_loop(resource: Arc<Resource>, shutdown: CancellationToken) {
+    let mut changes = resource.hardware_changes();
     loop {
         let interval = resource.spec().config.poll_interval;
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
             _ = resource.refresh_requested() => {}
+            alive = async { changes.as_mut()?.changed().await.then_some(()) }, if changes.is_some() => {
+                if alive.is_none() {
+                    changes = None;
+                }
+            }
         }
         let r = resource.clone();
         if tokio::task::spawn_blocking(move || r.refresh())

@@ -91,7 +91,7 @@ struct DiscoveryState {
 pub struct Refreshed {
     pub set: DeviceSet,
     pub warnings: Vec<String>,
-    /// The candidates present now (to watch for changes).
+    /// Every candidate seen, present or gone (to watch for changes).
     pub candidates: Vec<Candidate>,
 }
 
@@ -203,20 +203,15 @@ impl Resource {
         self.refresh_wanted.notify_one();
     }
 
-    /// Waits until a refresh is requested or the watched hardware changes.
+    /// Waits until a refresh is requested.
     pub async fn refresh_requested(&self) {
-        match &self.hardware {
-            Some(watcher) => {
-                let mut changes = watcher.subscribe();
-                tokio::select! {
-                    _ = self.refresh_wanted.notified() => {}
-                    alive = changes.changed() => if !alive {
-                        self.refresh_wanted.notified().await;
-                    },
-                }
-            }
-            None => self.refresh_wanted.notified().await,
-        }
+        self.refresh_wanted.notified().await;
+    }
+
+    /// A receiver that wakes when the watched hardware changes, if the
+    /// kernel gives events for it.
+    pub fn hardware_changes(&self) -> Option<wdp_hardware::ChangeReceiver> {
+        self.hardware.as_ref().map(ChangeWatcher::subscribe)
     }
 
     /// Rescans hardware and reruns discovery and health; publishes a new
@@ -669,7 +664,9 @@ fn compute_with(
                     let bases: Vec<BaseDevice> = devices.into_iter().map(base_from_guest).collect();
                     match validate_base_devices(&bases, &state.known) {
                         Ok(()) => ("ok", Ok(bases)),
-                        Err(problem) => ("invalid-answer", Err(format!("invalid answer: {problem}"))),
+                        Err(problem) => {
+                            ("invalid-answer", Err(format!("invalid answer: {problem}")))
+                        }
                     }
                 }
             };
@@ -782,12 +779,16 @@ fn compute_with(
     Ok(Refreshed {
         set,
         warnings,
-        candidates: tagged.into_iter().map(|(c, _)| c).collect(),
+        // Gone hardware stays watched so its return is an event too.
+        candidates: state.known.values().cloned().collect(),
     })
 }
 
 /// Verdicts must name devices of the input, each at most once.
-fn validate_verdicts(list: &[gt::Verdict], known: &BTreeMap<String, Verdict>) -> Result<(), String> {
+fn validate_verdicts(
+    list: &[gt::Verdict],
+    known: &BTreeMap<String, Verdict>,
+) -> Result<(), String> {
     let mut seen = BTreeSet::new();
     for v in list {
         if !known.contains_key(&v.id) {

@@ -20,7 +20,9 @@
 //! ```
 //!
 //! `--dir PATH` reads the components from another directory, `--iterations
-//! N` caps the timed calls per language (default 2000, or about 5 s).
+//! N` caps the timed calls per language (default 2000, or about 5 s); the
+//! environment variable `WDP_BENCH_MEMORY_MIB` sets the memory cap of a
+//! call (default 128).
 //!
 //! Guests load on an engine configured like the host's (pooling allocator);
 //! a guest the pooling limits refuse is reported and then measured on an
@@ -74,10 +76,15 @@ fn engine(pooling: bool) -> PolicyEngine {
     .expect("engine")
 }
 
+/// Call limits: 5 s and `WDP_BENCH_MEMORY_MIB` (default 128) MiB.
 fn limits() -> CallLimits {
+    let mib: u64 = std::env::var("WDP_BENCH_MEMORY_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128);
     CallLimits {
         timeout: Duration::from_secs(5),
-        memory_bytes: 128 * 1024 * 1024,
+        memory_bytes: mib * 1024 * 1024,
     }
 }
 
@@ -421,7 +428,9 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .expect("--iterations N")
             }
-            other => panic!("unknown argument {other}; use --check N, --iterations N, --dir PATH, --no-bench"),
+            other => panic!(
+                "unknown argument {other}; use --check N, --iterations N, --dir PATH, --no-bench"
+            ),
         }
     }
 

@@ -42,13 +42,18 @@ fn resource_toml(prefix: &str) -> String {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) {
-    let tmp = path.with_file_name(format!(".{}.tmp", path.file_name().unwrap().to_string_lossy()));
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp",
+        path.file_name().unwrap().to_string_lossy()
+    ));
     std::fs::write(&tmp, bytes).unwrap();
     std::fs::rename(tmp, path).unwrap();
 }
 
 async fn serving_prefix(
-    client: &mut wdp_kubelet_api::v1beta1::device_plugin_client::DevicePluginClient<tonic::transport::Channel>,
+    client: &mut wdp_kubelet_api::v1beta1::device_plugin_client::DevicePluginClient<
+        tonic::transport::Channel,
+    >,
     prefix: &str,
 ) -> bool {
     let response = client
@@ -68,7 +73,11 @@ async fn serving_prefix(
 #[tokio::main]
 async fn main() {
     let tmp = tempfile::tempdir().unwrap();
-    let (root, config, plugins) = (tmp.path().join("root"), tmp.path().join("config"), tmp.path().join("plugins"));
+    let (root, config, plugins) = (
+        tmp.path().join("root"),
+        tmp.path().join("config"),
+        tmp.path().join("plugins"),
+    );
     for d in [root.join("dev"), config.join("guests"), plugins.clone()] {
         std::fs::create_dir_all(d).unwrap();
     }
@@ -77,7 +86,11 @@ async fn main() {
     let shaper = std::fs::read(wdp_guest_artifacts::ALLOCATE_SHAPER).unwrap();
     let guest_path = config.join("guests/shaper.wasm");
     std::fs::write(&guest_path, &shaper).unwrap();
-    std::fs::write(config.join("host.toml"), format!("version = 1\nreload-debounce-ms = {DEBOUNCE_MS}\n")).unwrap();
+    std::fs::write(
+        config.join("host.toml"),
+        format!("version = 1\nreload-debounce-ms = {DEBOUNCE_MS}\n"),
+    )
+    .unwrap();
     std::fs::write(config.join("r.toml"), resource_toml("P0")).unwrap();
 
     let kubelet = SimKubelet::start(&plugins).await.unwrap();
@@ -92,7 +105,10 @@ async fn main() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    kubelet.wait_registered(RESOURCE, 1, Duration::from_secs(20)).await.unwrap();
+    kubelet
+        .wait_registered(RESOURCE, 1, Duration::from_secs(20))
+        .await
+        .unwrap();
     let mut client = kubelet.client(RESOURCE).await.unwrap();
 
     // Edit → serving. Each round writes the guest then the config (new prefix).
@@ -116,7 +132,10 @@ async fn main() {
 
     println!("wasm-device-plugin reload figures (debounce {DEBOUNCE_MS} ms included)");
     println!("  guest allocate-shaper: {} KiB", shaper.len() / 1024);
-    for (what, samples) in [("new guest content (compile)", &mut fresh), ("known guest content (cache hit)", &mut cached)] {
+    for (what, samples) in [
+        ("new guest content (compile)", &mut fresh),
+        ("known guest content (cache hit)", &mut cached),
+    ] {
         println!(
             "  config edit -> serving, {what:<32} p50 {:>7.1} ms  p99 {:>7.1} ms  ({} edits)",
             percentile(samples, 0.5).as_secs_f64() * 1e3,
@@ -132,14 +151,18 @@ async fn main() {
         let started = Instant::now();
         std::fs::remove_file(root.join("dev/hot0")).unwrap();
         kubelet
-            .wait_devices(RESOURCE, Duration::from_secs(10), |d| d.iter().any(|d| d.id == "hot0" && d.health == "Unhealthy"))
+            .wait_devices(RESOURCE, Duration::from_secs(10), |d| {
+                d.iter().any(|d| d.id == "hot0" && d.health == "Unhealthy")
+            })
             .await
             .expect("no update without polling: inotify event missed");
         unplug.push(started.elapsed());
         let started = Instant::now();
         std::fs::write(root.join("dev/hot0"), b"").unwrap();
         kubelet
-            .wait_devices(RESOURCE, Duration::from_secs(10), |d| d.iter().all(|d| d.health == "Healthy"))
+            .wait_devices(RESOURCE, Duration::from_secs(10), |d| {
+                d.iter().all(|d| d.health == "Healthy")
+            })
             .await
             .unwrap();
         replug.push(started.elapsed());

@@ -10,7 +10,7 @@
 // as BigInt; a thrown string becomes the `err` of the result.
 
 /** Code-point order (Rust's byte order on UTF-8), not UTF-16 order. */
-function cmp(a, b) {
+function cmpCodePoints(a, b) {
   if (a === b) return 0;
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
@@ -28,14 +28,25 @@ function fixup(unit) {
   return unit;
 }
 
+/** Without surrogates, UTF-16 order is code-point order: the engine's own
+ * comparison is much faster than the loop above in an interpreter. */
+function cmpNative(a, b) {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+const SURROGATE = /[\ud800-\udfff]/;
+let cmp = cmpNative;
+
 function cmpBig(a, b) {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** The first value of attribute `name`; null when absent or empty. */
 function lookup(attributes, name) {
-  for (const [key, value] of attributes) {
-    if (key === name) return value === '' ? null : value;
+  // An indexed loop: destructuring iteration is slow in an interpreter.
+  for (let i = 0; i < attributes.length; i++) {
+    const pair = attributes[i];
+    if (pair[0] === name) return pair[1] === '' ? null : pair[1];
   }
   return null;
 }
@@ -102,9 +113,15 @@ export function choose(available, mustInclude, size) {
   let remaining = size - chosen.length;
   if (remaining === 0) return chosen;
 
-  const ids = [...byId.keys()].sort(cmp);
   const locality = new Map();
-  for (const id of ids) locality.set(id, localityKey(byId.get(id).attributes));
+  let surrogates = false;
+  for (const [id, device] of byId) {
+    const key = localityKey(device.attributes);
+    locality.set(id, key);
+    surrogates ||= SURROGATE.test(id) || (key !== null && SURROGATE.test(key));
+  }
+  cmp = surrogates ? cmpCodePoints : cmpNative;
+  const ids = [...byId.keys()].sort(cmp);
 
   // Rank NUMA nodes: nodes of must-include devices first (most such
   // devices first), then by the number of other available devices.
