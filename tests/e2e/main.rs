@@ -8,4 +8,5 @@ mod support;
 mod core;
 mod guests;
 mod ops;
+mod polyglot;
 mod reload;

@@ -123,7 +123,8 @@ async fn json_logs_are_one_object_per_line() {
     let kubelet = world.kubelet().await;
     let plugin = world.spawn_with(&["--log-format", "json"]);
     kubelet.wait_registered(FUSE, 1, WAIT).await.unwrap();
-    let log = plugin.log();
+    // The plugin logs its registration once Register returned: wait for it.
+    let log = plugin.wait_for_log("registered with the kubelet").await;
     let lines: Vec<&str> = log.lines().collect();
     assert!(!lines.is_empty());
     for line in lines {
@@ -134,5 +135,4 @@ async fn json_logs_are_one_object_per_line() {
             "{line}"
         );
     }
-    assert!(log.contains("registered with the kubelet"), "{log}");
 }

@@ -61,12 +61,10 @@ resource = "{name}"
 guest = "guests/pci-filter.wasm"
 [hooks.health]
 guest = "guests/{health}"
-timeout-ms = 10000
-memory-limit-mib = 128
+timeout-ms = 5000
 [hooks.preferred-allocation]
 guest = "guests/{packing}"
-timeout-ms = 10000
-memory-limit-mib = 128
+timeout-ms = 5000
 
 [guest-config]
 vendors = "0x10de"
@@ -91,7 +89,11 @@ fn world(lang: &str, packing: &str, health: &str) -> World {
         .unwrap();
     assert!(status.success());
     install_guest(&world, wdp_guest_artifacts::PCI_FILTER, "pci-filter.wasm");
-    install_guest(&world, wdp_guest_artifacts::NUMA_PACKING, "numa-packing.wasm");
+    install_guest(
+        &world,
+        wdp_guest_artifacts::NUMA_PACKING,
+        "numa-packing.wasm",
+    );
     install_guest(
         &world,
         wdp_guest_artifacts::PRESENCE_HEALTH,
@@ -251,8 +253,7 @@ async fn same_policy_as_rust(lang: &str, packing: &str, health: &str) {
     for resource in [other.as_str(), RUST] {
         kubelet
             .wait_devices(resource, WAIT, |d| {
-                d.iter()
-                    .any(|d| d.id == victim && d.health == "Unhealthy")
+                d.iter().any(|d| d.id == victim && d.health == "Unhealthy")
                     && d.iter().filter(|d| d.health == "Healthy").count() == 7
             })
             .await

@@ -126,6 +126,26 @@ impl Plugin {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits until the log holds `needle` in a complete line; returns the
+    /// complete lines. (A file has no awaitable "appended" event, so this
+    /// polls at a short interval, bounded by [`WAIT`].)
+    pub async fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut interval = tokio::time::interval(Duration::from_millis(10));
+        loop {
+            interval.tick().await;
+            let log = self.log();
+            let complete = &log[..log.rfind('\n').map_or(0, |i| i + 1)];
+            if complete.contains(needle) {
+                return complete.to_owned();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{needle:?} never logged:\n{log}"
+            );
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id().expect("plugin still running")
     }

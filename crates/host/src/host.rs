@@ -218,6 +218,8 @@ impl Host {
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, HostError> {
         check_plugin_dir(&options.device_plugin_dir)?;
+        // Watch before the first read, so no edit can slip in between.
+        let (config_watcher, config_events) = watch_config_dir(&options.config_dir)?;
         let config = config::load_dir(&options.config_dir)?;
         let engine = new_engine(&config)?;
         let root = HostRoot::new(&options.host_root);
@@ -262,7 +264,8 @@ impl Host {
                 running.insert(resource.name().to_owned(), host.launch(resource));
             }
         }
-        host.watch_config_dir()?;
+        host._watchers.lock().expect("watchers lock").push(config_watcher);
+        host.reload_on_change(config_events);
         Ok(host)
     }
 
@@ -472,35 +475,14 @@ impl Host {
 
     /// Reloads after a quiet period following any change in the config
     /// directory (ConfigMap `..data` swaps included).
-    fn watch_config_dir(self: &Arc<Self>) -> Result<(), HostError> {
-        let dir = self.options.config_dir.clone();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if let Ok(event) = event
-                    && !matches!(event.kind, EventKind::Access(_))
-                {
-                    let _ = tx.send(());
-                }
-            })
-            .map_err(|source| HostError::Watch {
-                dir: dir.clone(),
-                source,
-            })?;
-        watcher
-            .watch(&dir, RecursiveMode::Recursive)
-            .map_err(|source| HostError::Watch {
-                dir: dir.clone(),
-                source,
-            })?;
-        self._watchers.lock().expect("watchers lock").push(watcher);
+    fn reload_on_change(self: &Arc<Self>, mut events: tokio::sync::mpsc::UnboundedReceiver<()>) {
         let host = Arc::downgrade(self);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    event = rx.recv() => if event.is_none() { return },
+                    event = events.recv() => if event.is_none() { return },
                 }
                 let Some(strong) = host.upgrade() else { return };
                 let debounce =
@@ -510,7 +492,7 @@ impl Host {
                 loop {
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
-                        more = rx.recv() => if more.is_none() { return },
+                        more = events.recv() => if more.is_none() { return },
                         _ = tokio::time::sleep(debounce) => break,
                     }
                 }
@@ -518,8 +500,33 @@ impl Host {
                 let _ = strong.reload().await;
             }
         });
-        Ok(())
     }
+}
+
+/// Watches the config directory recursively; every change but a mere
+/// access sends one message.
+fn watch_config_dir(
+    dir: &Path,
+) -> Result<(notify::RecommendedWatcher, tokio::sync::mpsc::UnboundedReceiver<()>), HostError> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && !matches!(event.kind, EventKind::Access(_))
+        {
+            let _ = tx.send(());
+        }
+    })
+    .map_err(|source| HostError::Watch {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    watcher
+        .watch(dir, RecursiveMode::Recursive)
+        .map_err(|source| HostError::Watch {
+            dir: dir.to_owned(),
+            source,
+        })?;
+    Ok((watcher, rx))
 }
 
 fn same_guests(a: &ResourceSpec, b: &ResourceSpec) -> bool {
