@@ -7,6 +7,7 @@ mod support;
 
 mod core;
 mod guests;
+mod hardware;
 mod ops;
 mod polyglot;
 mod reload;

@@ -309,3 +309,48 @@ async fn a_configmap_style_symlink_swap_is_applied() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn changed_registration_options_register_again() {
+    let world = World::new();
+    world.add_node("/dev/fuse");
+    world.write_config("host.toml", "version = 1\nreload-debounce-ms = 20\n");
+    let text = |preferred: bool| {
+        format!(
+            "version = 1\nresource = \"{STABLE}\"\nget-preferred-allocation = {preferred}\n[[nodes]]\npath = \"/dev/fuse\"\n"
+        )
+    };
+    world.write_config("stable.toml", &text(true));
+    let kubelet = world.kubelet().await;
+    let _plugin = world.spawn();
+    let first = kubelet.wait_registered(STABLE, 1, WAIT).await.unwrap();
+    assert!(
+        first
+            .registration
+            .options
+            .unwrap()
+            .get_preferred_allocation_available
+    );
+
+    world.write_config("stable.toml", &text(false));
+    let state = kubelet
+        .wait_for("a second registration", WAIT, |s| {
+            s.plugins.get(STABLE).is_some_and(|p| {
+                p.registrations >= 2
+                    && !p
+                        .registration
+                        .options
+                        .unwrap()
+                        .get_preferred_allocation_available
+                    && p.lists_received > 0
+            })
+        })
+        .await
+        .unwrap();
+    // The same socket kept serving: the kubelet dialled it again.
+    assert_eq!(
+        state.plugins[STABLE].registration.endpoint,
+        first.registration.endpoint
+    );
+    assert!(state.refusals.is_empty(), "{:?}", state.refusals);
+}

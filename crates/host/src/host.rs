@@ -264,7 +264,10 @@ impl Host {
                 running.insert(resource.name().to_owned(), host.launch(resource));
             }
         }
-        host._watchers.lock().expect("watchers lock").push(config_watcher);
+        host._watchers
+            .lock()
+            .expect("watchers lock")
+            .push(config_watcher);
         host.reload_on_change(config_events);
         Ok(host)
     }
@@ -507,7 +510,13 @@ impl Host {
 /// access sends one message.
 fn watch_config_dir(
     dir: &Path,
-) -> Result<(notify::RecommendedWatcher, tokio::sync::mpsc::UnboundedReceiver<()>), HostError> {
+) -> Result<
+    (
+        notify::RecommendedWatcher,
+        tokio::sync::mpsc::UnboundedReceiver<()>,
+    ),
+    HostError,
+> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event

@@ -1,0 +1,175 @@
+//! Built-in selectors through the real binary: fixture host trees (SR-IOV
+//! NIC, USB, FPGA) and the real `/sys` and `/dev` of the machine running
+//! the tests. Paths handed to the kubelet are host paths.
+
+use std::collections::BTreeSet;
+
+use crate::support::{Plugin, WAIT, World, run_to_end};
+
+fn fixture_world(fixture: &str) -> World {
+    let world = World::new();
+    let source = format!(
+        "{}/../../tests/fixtures/{fixture}/.",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let status = std::process::Command::new("cp")
+        .args(["-a", &source])
+        .arg(world.root())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    world
+}
+
+#[tokio::test]
+async fn vfio_bound_vfs_are_handed_out_with_their_vfio_group_node() {
+    let world = fixture_world("sriov-nic");
+    world.write_config(
+        "vf.toml",
+        "version = 1\nresource = \"e2e.example.com/cx6-vfio\"\n[[pci]]\nvendor = \"15b3\"\ndevice = \"101e\"\ndriver = \"vfio-pci\"\n",
+    );
+    let kubelet = world.kubelet().await;
+    let _plugin = world.spawn();
+    let record = kubelet
+        .wait_registered("e2e.example.com/cx6-vfio", 1, WAIT)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = record.devices.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["0000:3b:00.4", "0000:3b:00.5"]);
+    let admission = kubelet.admit("e2e.example.com/cx6-vfio", 2).await.unwrap();
+    let paths: BTreeSet<&str> = admission
+        .response
+        .devices
+        .iter()
+        .map(|d| d.host_path.as_str())
+        .collect();
+    assert_eq!(paths, BTreeSet::from(["/dev/vfio/43", "/dev/vfio/44"]));
+}
+
+#[tokio::test]
+async fn usb_devices_by_id_get_their_bus_nodes() {
+    let world = fixture_world("usb");
+    world.write_config(
+        "ftdi.toml",
+        "version = 1\nresource = \"e2e.example.com/ftdi\"\n[[usb]]\nvendor = \"0403\"\nproduct = \"6001\"\nserial = \"A50285BI\"\n",
+    );
+    world.write_config(
+        "coral.toml",
+        "version = 1\nresource = \"e2e.example.com/coral\"\n[[usb]]\nvendor = \"1a6e\"\nproduct = \"089a\"\n",
+    );
+    let kubelet = world.kubelet().await;
+    let _plugin = world.spawn();
+    let ftdi = kubelet
+        .wait_registered("e2e.example.com/ftdi", 1, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(ftdi.healthy_ids(), ["1-1.2"]);
+    let coral = kubelet
+        .wait_registered("e2e.example.com/coral", 1, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(coral.healthy_ids(), ["2-1"]);
+    let admission = kubelet.admit("e2e.example.com/ftdi", 1).await.unwrap();
+    assert_eq!(
+        admission.response.devices[0].host_path,
+        "/dev/bus/usb/001/003"
+    );
+
+    // Unplug the adapter: Unhealthy; plug it back: Healthy.
+    let link = world.root().join("sys/bus/usb/devices/1-1.2");
+    let target = std::fs::read_link(&link).unwrap();
+    std::fs::remove_file(&link).unwrap();
+    kubelet
+        .wait_devices("e2e.example.com/ftdi", WAIT, |d| {
+            d.iter().all(|d| d.health == "Unhealthy")
+        })
+        .await
+        .unwrap();
+    std::os::unix::fs::symlink(target, &link).unwrap();
+    kubelet
+        .wait_devices("e2e.example.com/ftdi", WAIT, |d| {
+            d.iter().all(|d| d.health == "Healthy")
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn fpga_by_class_carries_its_dri_nodes() {
+    let world = fixture_world("fpga");
+    world.write_config(
+        "fpga.toml",
+        "version = 1\nresource = \"e2e.example.com/alveo\"\n[[pci]]\nvendor = \"10ee\"\nclass = \"0x1200\"\n",
+    );
+    let (code, stdout, stderr) = run_to_end(&[
+        "check",
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("/dev/dri/renderD128"), "{stdout}");
+    assert!(
+        !stdout.contains(world.root().to_str().unwrap()),
+        "a path kept the host root:\n{stdout}"
+    );
+}
+
+/// Every PCI function of this machine, as sysfs lists it.
+fn real_pci_functions() -> BTreeSet<String> {
+    std::fs::read_dir("/sys/bus/pci/devices")
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_real_machine_is_read_as_sysfs_and_devfs_describe_it() {
+    let world = World::new();
+    world.write_config(
+        "all-pci.toml",
+        "version = 1\nresource = \"e2e.example.com/all-pci\"\nget-preferred-allocation = false\n[[pci]]\n",
+    );
+    world.write_config(
+        "null.toml",
+        "version = 1\nresource = \"e2e.example.com/null\"\n[[nodes]]\npath = \"/dev/null\"\n",
+    );
+    let kubelet = world.kubelet().await;
+    let (config, plugins) = (world.config(), world.plugins());
+    let _plugin = Plugin::spawn(
+        &[
+            "run",
+            "--config-dir",
+            config.to_str().unwrap(),
+            "--device-plugin-dir",
+            plugins.to_str().unwrap(),
+            "--host-root",
+            "/",
+        ],
+        world.tmp.path(),
+    );
+    let expected = real_pci_functions();
+    let null = kubelet
+        .wait_registered("e2e.example.com/null", 1, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(null.healthy_ids(), ["null"]);
+    let admission = kubelet.admit("e2e.example.com/null", 1).await.unwrap();
+    assert_eq!(admission.response.devices[0].host_path, "/dev/null");
+    if expected.is_empty() {
+        // No PCI bus here (some containers): nothing to compare, and the
+        // resource must then advertise nothing.
+        eprintln!("this machine has no /sys/bus/pci: comparing an empty set");
+    }
+    let pci = kubelet
+        .wait_registered("e2e.example.com/all-pci", 1, WAIT)
+        .await
+        .unwrap();
+    let seen: BTreeSet<String> = pci.devices.iter().map(|d| d.id.clone()).collect();
+    assert_eq!(seen, expected);
+}
