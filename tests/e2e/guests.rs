@@ -445,3 +445,32 @@ async fn guests_that_cannot_load_are_refused_by_name() {
         assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
     }
 }
+
+#[tokio::test]
+async fn test_command_exercises_every_hook_offline_against_a_fixture() {
+    let world = gpu_world();
+    let (code, stdout, stderr) = run_to_end(&[
+        "test",
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
+        "--size",
+        "2",
+        "--must-include",
+        "0000:87:00.0",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("discovery + health: 8 devices"), "{stdout}");
+    // The must-include GPU and one more from its NUMA node (node 1).
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("preferred-allocation (size 2)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains(r#"["0000:87:00.0", "0000:8"#), "{line}");
+    assert!(
+        stdout.contains("env NVIDIA_VISIBLE_DEVICES=0000:87:00.0,0000:8"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("pre-start: ok"), "{stdout}");
+}

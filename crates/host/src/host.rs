@@ -182,32 +182,45 @@ fn load_spec(engine: &PolicyEngine, config: &ResourceConfig) -> Result<ResourceS
 /// Validates a config directory offline and reports what each resource
 /// would advertise; the same checks `run` and every reload perform.
 pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>, HostError> {
+    Ok(load_offline(config_dir, host_root)?
+        .into_iter()
+        .map(|(resource, warnings)| {
+            let spec = resource.spec();
+            ResourceReport {
+                resource: resource.name().to_owned(),
+                file: spec.config.file.clone(),
+                socket: spec.config.socket.clone(),
+                pre_start_required: spec.config.pre_start_required,
+                get_preferred_allocation: spec.config.get_preferred_allocation,
+                hooks: spec
+                    .guests
+                    .iter()
+                    .map(|(h, g)| (*h, g.name().to_owned()))
+                    .collect(),
+                devices: (*resource.devices()).clone(),
+                warnings,
+            }
+        })
+        .collect())
+}
+
+/// Loads a config directory into resources that are not served: every
+/// guest loaded and smoke-tested, discovery and health run once. For
+/// `check` and for exercising hooks offline (`test`). Blocking.
+pub fn load_offline(
+    config_dir: &Path,
+    host_root: &Path,
+) -> Result<Vec<(Arc<Resource>, Vec<String>)>, HostError> {
     let config = config::load_dir(config_dir)?;
     let engine = new_engine(&config)?;
     let prepared = prepare(&engine, config)?;
     let root = HostRoot::new(host_root);
     let metrics = Metrics::new();
-    let mut reports = Vec::new();
-    for (name, spec) in prepared.specs {
-        let hooks = spec
-            .guests
-            .iter()
-            .map(|(h, g)| (*h, g.name().to_owned()))
-            .collect();
-        let config = spec.config.clone();
-        let (resource, warnings) = Resource::new(spec, root.clone(), metrics.clone())?;
-        reports.push(ResourceReport {
-            resource: name,
-            file: config.file,
-            socket: config.socket,
-            pre_start_required: config.pre_start_required,
-            get_preferred_allocation: config.get_preferred_allocation,
-            hooks,
-            devices: (*resource.devices()).clone(),
-            warnings,
-        });
-    }
-    Ok(reports)
+    prepared
+        .specs
+        .into_values()
+        .map(|spec| Ok(Resource::new(spec, root.clone(), metrics.clone())?))
+        .collect()
 }
 
 impl Host {

@@ -17,5 +17,5 @@ pub mod server;
 pub mod service;
 
 pub use config::{ConfigError, ConfigSet, ResourceConfig};
-pub use host::{Host, HostError, HostOptions, ReloadSummary, ResourceReport, check};
+pub use host::{Host, HostError, HostOptions, ReloadSummary, ResourceReport, check, load_offline};
 pub use metrics::Metrics;

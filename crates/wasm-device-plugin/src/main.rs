@@ -5,6 +5,7 @@
 //! device-plugin logic lives in `wdp-host`.
 
 mod demo;
+mod exercise;
 mod http;
 
 use std::net::SocketAddr;
@@ -51,6 +52,10 @@ enum Command {
     /// Validate the config directory and every guest, run discovery, and
     /// print what each resource would advertise. Exits non-zero on error.
     Check(CheckArgs),
+    /// Exercise every hook of a config directory's resources offline
+    /// against a host root (fixture tree, recorded node or /), printing
+    /// what each hook answered and how long it took.
+    Test(exercise::TestArgs),
     /// Run the host on a config directory against an in-process simulated
     /// kubelet, print what registered and advertised, admit a sample
     /// container per resource, and keep running until interrupted.
@@ -111,7 +116,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story; its logs only speak up for problems.
     let default_filter = match cli.command {
-        Command::Demo(_) => "warn",
+        Command::Demo(_) | Command::Test(_) => "warn",
         _ => "info",
     };
     init_tracing(cli.log_format, default_filter);
@@ -131,6 +136,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run(args).await,
             Command::Check(args) => check(args),
             Command::Demo(args) => demo::run(args).await,
+            Command::Test(args) => exercise::run(args).await,
         }
     });
     match result {
