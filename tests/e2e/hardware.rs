@@ -173,3 +173,36 @@ async fn the_real_machine_is_read_as_sysfs_and_devfs_describe_it() {
     let seen: BTreeSet<String> = pci.devices.iter().map(|d| d.id.clone()).collect();
     assert_eq!(seen, expected);
 }
+
+#[tokio::test]
+async fn a_recorded_snapshot_serves_as_a_host_root() {
+    let world = fixture_world("sriov-nic");
+    world.write_config(
+        "vf.toml",
+        "version = 1\nresource = \"e2e.example.com/cx6-vf\"\n[[pci]]\nvendor = \"15b3\"\ndevice = \"101e\"\n",
+    );
+    let snapshot = world.tmp.path().join("snapshot");
+    let (code, stdout, stderr) = run_to_end(&[
+        "record",
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
+        "--output",
+        snapshot.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("4 candidates recorded"), "{stdout}");
+    let check = |root: &std::path::Path| {
+        let (code, stdout, stderr) = run_to_end(&[
+            "check",
+            "--config-dir",
+            world.config().to_str().unwrap(),
+            "--host-root",
+            root.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        stdout
+    };
+    assert_eq!(check(&snapshot), check(&world.root()));
+}

@@ -6,7 +6,8 @@
 //! [`discover`], which applies them; attribute access confined to a selected
 //! device's sysfs directory, writes only where granted ([`read_attribute`],
 //! [`write_attribute`]); and a [`ChangeWatcher`] that turns inotify events
-//! into wake-ups for health checks. Reads go through the root; every path
+//! into wake-ups for health checks; and [`record`], which copies what
+//! discovery reads into a snapshot tree usable as a host root. Reads go through the root; every path
 //! reported is a host path (root stripped). Odd sysfs entries never fail a
 //! scan: they are skipped or left out with a warning naming the path.
 //!
@@ -21,6 +22,7 @@ mod fsat;
 pub mod nodes;
 pub mod numa;
 pub mod pci;
+mod record;
 mod root;
 mod selectors;
 mod sysfs;
@@ -36,6 +38,7 @@ pub use error::HardwareError;
 pub use nodes::glob_nodes;
 pub use numa::{NumaNode, numa_nodes};
 pub use pci::scan_pci;
+pub use record::{RecordSummary, record};
 pub use root::HostRoot;
 pub use selectors::{NodeSelector, PciSelector, Selector, UsbSelector, discover, node_id};
 pub use sysfs::parse_cpulist;

@@ -56,6 +56,10 @@ enum Command {
     /// against a host root (fixture tree, recorded node or /), printing
     /// what each hook answered and how long it took.
     Test(exercise::TestArgs),
+    /// Record the hardware a config directory's resources select (sysfs,
+    /// device nodes, NUMA topology) into a snapshot tree, usable later as
+    /// --host-root for `test`, `check`, `demo` or a bug report.
+    Record(RecordArgs),
     /// Run the host on a config directory against an in-process simulated
     /// kubelet, print what registered and advertised, admit a sample
     /// container per resource, and keep running until interrupted.
@@ -100,6 +104,21 @@ struct CheckArgs {
     host_root: PathBuf,
 }
 
+#[derive(Debug, clap::Args)]
+struct RecordArgs {
+    /// The configuration directory whose selectors say what to record.
+    #[arg(long, env = "WDP_CONFIG_DIR")]
+    config_dir: PathBuf,
+
+    /// Where hardware is read (the node's root by default).
+    #[arg(long, env = "WDP_HOST_ROOT", default_value = "/")]
+    host_root: PathBuf,
+
+    /// The snapshot folder to write (created if missing).
+    #[arg(long)]
+    output: PathBuf,
+}
+
 fn init_tracing(format: LogFormat, default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
@@ -137,6 +156,7 @@ fn main() -> ExitCode {
             Command::Check(args) => check(args),
             Command::Demo(args) => demo::run(args).await,
             Command::Test(args) => exercise::run(args).await,
+            Command::Record(args) => record(args),
         }
     });
     match result {
@@ -214,6 +234,26 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             println!("  warning: {w}");
         }
     }
+    Ok(())
+}
+
+fn record(args: RecordArgs) -> anyhow::Result<()> {
+    let config = wdp_host::config::load_dir(&args.config_dir)?;
+    let root = wdp_hardware::HostRoot::new(&args.host_root);
+    for (name, resource) in &config.resources {
+        let scan = wdp_hardware::discover(&root, &resource.selectors)
+            .with_context(|| format!("{}: scanning for {name}", resource.file.display()))?;
+        let summary = wdp_hardware::record(&root, &scan.candidates, &args.output)
+            .with_context(|| format!("recording {name} into {}", args.output.display()))?;
+        println!(
+            "{name}: {} candidates recorded ({} files, {} links, {} device nodes)",
+            scan.candidates.len(),
+            summary.files,
+            summary.links,
+            summary.nodes
+        );
+    }
+    println!("snapshot written to {}", args.output.display());
     Ok(())
 }
 
