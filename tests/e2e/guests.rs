@@ -13,26 +13,9 @@ use crate::support::{WAIT, World, run_to_end};
 
 const GPU: &str = "e2e.example.com/gpu";
 
-/// Copies a built guest into the world's `config/guests/`.
-fn install_guest(world: &World, built: &str, name: &str) {
-    let dir = world.config().join("guests");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(built, dir.join(name)).unwrap();
-}
-
 /// A world whose host root is a copy of the 8-GPU fixture server.
 fn gpu_world() -> World {
-    let world = World::new();
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/gpu-server/."
-    );
-    let status = std::process::Command::new("cp")
-        .args(["-a", fixture])
-        .arg(world.root())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let world = World::from_fixture("gpu-server");
     for (built, name) in [
         (wdp_guest_artifacts::PCI_FILTER, "pci-filter.wasm"),
         (wdp_guest_artifacts::PRESENCE_HEALTH, "presence-health.wasm"),
@@ -40,7 +23,7 @@ fn gpu_world() -> World {
         (wdp_guest_artifacts::ALLOCATE_SHAPER, "allocate-shaper.wasm"),
         (wdp_guest_artifacts::PRE_START_CHECK, "pre-start-check.wasm"),
     ] {
-        install_guest(&world, built, name);
+        world.install_guest(built, name);
     }
     world.write_config(
         "host.toml",
@@ -210,7 +193,7 @@ fn hostile_world() -> World {
         (wdp_guest_artifacts::HOSTILE_NONSENSE, "nonsense.wasm"),
         (wdp_guest_artifacts::HOSTILE_SLEEPER, "sleeper.wasm"),
     ] {
-        install_guest(&world, built, name);
+        world.install_guest(built, name);
     }
     world.write_config(
         "host.toml",
@@ -425,7 +408,7 @@ async fn guests_that_cannot_load_are_refused_by_name() {
     for (built, hook, needle) in cases {
         let world = World::new();
         world.add_node("/dev/fuse");
-        install_guest(&world, built, "g.wasm");
+        world.install_guest(built, "g.wasm");
         world.write_config(
             "r.toml",
             &format!("version = 1\nresource = \"a.example.com/x\"\n[[nodes]]\npath = \"/dev/fuse\"\n[hooks.{hook}]\nguest = \"guests/g.wasm\"\n"),

@@ -6,24 +6,9 @@ use std::collections::BTreeSet;
 
 use crate::support::{Plugin, WAIT, World, run_to_end};
 
-fn fixture_world(fixture: &str) -> World {
-    let world = World::new();
-    let source = format!(
-        "{}/../../tests/fixtures/{fixture}/.",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let status = std::process::Command::new("cp")
-        .args(["-a", &source])
-        .arg(world.root())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    world
-}
-
 #[tokio::test]
 async fn vfio_bound_vfs_are_handed_out_with_their_vfio_group_node() {
-    let world = fixture_world("sriov-nic");
+    let world = World::from_fixture("sriov-nic");
     world.write_config(
         "vf.toml",
         "version = 1\nresource = \"e2e.example.com/cx6-vfio\"\n[[pci]]\nvendor = \"15b3\"\ndevice = \"101e\"\ndriver = \"vfio-pci\"\n",
@@ -48,7 +33,7 @@ async fn vfio_bound_vfs_are_handed_out_with_their_vfio_group_node() {
 
 #[tokio::test]
 async fn usb_devices_by_id_get_their_bus_nodes() {
-    let world = fixture_world("usb");
+    let world = World::from_fixture("usb");
     world.write_config(
         "ftdi.toml",
         "version = 1\nresource = \"e2e.example.com/ftdi\"\n[[usb]]\nvendor = \"0403\"\nproduct = \"6001\"\nserial = \"A50285BI\"\n",
@@ -96,7 +81,7 @@ async fn usb_devices_by_id_get_their_bus_nodes() {
 
 #[tokio::test]
 async fn fpga_by_class_carries_its_dri_nodes() {
-    let world = fixture_world("fpga");
+    let world = World::from_fixture("fpga");
     world.write_config(
         "fpga.toml",
         "version = 1\nresource = \"e2e.example.com/alveo\"\n[[pci]]\nvendor = \"10ee\"\nclass = \"0x1200\"\n",
@@ -176,7 +161,7 @@ async fn the_real_machine_is_read_as_sysfs_and_devfs_describe_it() {
 
 #[tokio::test]
 async fn a_recorded_snapshot_serves_as_a_host_root() {
-    let world = fixture_world("sriov-nic");
+    let world = World::from_fixture("sriov-nic");
     world.write_config(
         "vf.toml",
         "version = 1\nresource = \"e2e.example.com/cx6-vf\"\n[[pci]]\nvendor = \"15b3\"\ndevice = \"101e\"\n",

@@ -8,13 +8,7 @@ const FUSE: &str = "ops.example.com/fuse";
 fn world_with_guest() -> World {
     let world = World::new();
     world.add_node("/dev/fuse");
-    let guests = world.config().join("guests");
-    std::fs::create_dir_all(&guests).unwrap();
-    std::fs::copy(
-        wdp_guest_artifacts::ALLOCATE_SHAPER,
-        guests.join("shaper.wasm"),
-    )
-    .unwrap();
+    world.install_guest(wdp_guest_artifacts::ALLOCATE_SHAPER, "shaper.wasm");
     world.write_config(
         "fuse.toml",
         &format!(

@@ -111,18 +111,8 @@ async fn allocate_env(kubelet: &wdp_kubelet_sim::SimKubelet, key: &str) -> Optio
 fn reload_world() -> World {
     let world = World::new();
     world.add_node("/dev/fuse");
-    let guests = world.config().join("guests");
-    std::fs::create_dir_all(&guests).unwrap();
-    std::fs::copy(
-        wdp_guest_artifacts::ALLOCATE_SHAPER,
-        guests.join("shaper.wasm"),
-    )
-    .unwrap();
-    std::fs::copy(
-        wdp_guest_artifacts::NUMA_PACKING,
-        guests.join("packing.wasm"),
-    )
-    .unwrap();
+    world.install_guest(wdp_guest_artifacts::ALLOCATE_SHAPER, "shaper.wasm");
+    world.install_guest(wdp_guest_artifacts::NUMA_PACKING, "packing.wasm");
     world.write_config("host.toml", "version = 1\nreload-debounce-ms = 30\n");
     world.write_config("stable.toml", &stable_config(2, "FIRST"));
     world

@@ -43,6 +43,30 @@ impl World {
         self.tmp.path().join("plugins")
     }
 
+    /// A world whose host root is a copy of `tests/fixtures/<fixture>`, so
+    /// a test may unplug and re-plug its hardware.
+    pub fn from_fixture(fixture: &str) -> Self {
+        let world = Self::new();
+        let source = format!(
+            "{}/../../tests/fixtures/{fixture}/.",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let status = Command::new("cp")
+            .args(["-a", &source])
+            .arg(world.root())
+            .status()
+            .unwrap();
+        assert!(status.success(), "copying fixture {fixture}");
+        world
+    }
+
+    /// Copies a built guest into `config/guests/<name>`.
+    pub fn install_guest(&self, built: &str, name: &str) {
+        let dir = self.config().join("guests");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(built, dir.join(name)).unwrap();
+    }
+
     /// Creates a fake device node (a regular file) at host path `path`.
     pub fn add_node(&self, path: &str) {
         let real = self.root().join(path.trim_start_matches('/'));

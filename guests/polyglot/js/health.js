@@ -68,10 +68,20 @@ function verdict(facts, drivers) {
   return { id: device.id, healthy: true, reason: `all ${device.candidates.length} candidates present` };
 }
 
+/** Thrown strings become the `err` of the result; anything else thrown
+ * would trap with "expected a string": turn it into an error message. */
+function asErr(error) {
+  return typeof error === 'string' ? error : `${error}\n${error?.stack ?? ''}`.trim();
+}
+
 /** The `wasm-device-plugin:policy/health` export. */
 export const health = {
   check(devices) {
-    const drivers = configList('drivers');
-    return devices.map((facts) => verdict(facts, drivers));
+    try {
+      const drivers = configList('drivers');
+      return devices.map((facts) => verdict(facts, drivers));
+    } catch (error) {
+      throw asErr(error);
+    }
   },
 };

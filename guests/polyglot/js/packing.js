@@ -192,9 +192,20 @@ export function choose(available, mustInclude, size) {
   return chosen;
 }
 
+/** Thrown strings become the `err` of the result; anything else thrown
+ * (a TypeError from a bug, say) would trap with "expected a string": turn
+ * it into an error message instead. */
+function asErr(error) {
+  return typeof error === 'string' ? error : `${error}\n${error?.stack ?? ''}`.trim();
+}
+
 /** The `wasm-device-plugin:policy/preferred-allocation` export. */
 export const preferredAllocation = {
   choose(request) {
-    return choose(request.available, request.mustInclude, request.size);
+    try {
+      return choose(request.available, request.mustInclude, request.size);
+    } catch (error) {
+      throw asErr(error);
+    }
   },
 };
