@@ -276,7 +276,13 @@ fn watch(dir: &Path) {
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name();
-            if name == "target" || name.to_string_lossy().starts_with('.') {
+            // The polyglot guests (and their node_modules) are built by
+            // guests/polyglot/build.sh, not by cargo.
+            if name == "target"
+                || name == "node_modules"
+                || name == "polyglot"
+                || name.to_string_lossy().starts_with('.')
+            {
                 continue;
             }
             if path.is_dir() {

@@ -56,13 +56,21 @@ if ! { [ -x "$WIT_BINDGEN_BIN" ] && "$WIT_BINDGEN_BIN" --version 2>/dev/null | g
   wit_bindgen_pid=$!
 fi
 
-# Debian: clang, wasm-ld, wasi-libc and the wasm32 compiler builtins.
-if ! command -v clang >/dev/null || ! command -v wasm-ld >/dev/null ||
-  [ ! -f /usr/include/wasm32-wasi/stdlib.h ] ||
-  ! ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1; then
-  log "installing clang, lld, wasi-libc with apt-get"
+# Debian: clang, wasm-ld, wasi-libc and the wasm32 compiler builtins (and
+# node, npm, the venv module when the machine lacks them). `apt-get update`
+# runs only when an install fails for want of package lists.
+packages=()
+command -v clang >/dev/null || packages+=(clang)
+command -v wasm-ld >/dev/null || packages+=(lld)
+[ -f /usr/include/wasm32-wasi/stdlib.h ] || packages+=(wasi-libc)
+ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 ||
+  packages+=(libclang-rt-dev-wasm32)
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
+python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
+if [ ${#packages[@]} -gt 0 ]; then
+  log "installing ${packages[*]} with apt-get"
   export DEBIAN_FRONTEND=noninteractive
-  packages=(clang lld wasi-libc libclang-rt-dev-wasm32)
   if ! as_root apt-get install -y -q "${packages[@]}" >/dev/null 2>&1; then
     as_root apt-get update -q >/dev/null
     as_root apt-get install -y -q "${packages[@]}" >/dev/null
@@ -136,7 +144,11 @@ build_python() { # hook world
   fresh "$name" "$hash" && return
   log "building $name.wasm (componentize-py, world $world)"
   tmp="$(mktemp -d)"
-  "$COMPONENTIZE" -d "$WIT" -w "$world-guest" componentize -p "$HERE/python/$1" app \
+  # From a copy: componentize-py runs the module and would leave
+  # __pycache__ in the source tree.
+  mkdir "$tmp/src"
+  cp "$HERE/python/$1/app.py" "$tmp/src/"
+  "$COMPONENTIZE" -d "$WIT" -w "$world-guest" componentize -p "$tmp/src" app \
     -o "$tmp/raw.wasm" >/dev/null
   # componentize-py also exports `exports` (its init entry point); keep the
   # hook only by plugging the component into a re-exporting wrapper.

@@ -41,13 +41,6 @@ fn built(path: &str) -> &str {
     path
 }
 
-/// Copies a guest into the world's `config/guests/`.
-fn install_guest(world: &World, built: &str, name: &str) {
-    let dir = world.config().join("guests");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(built, dir.join(name)).unwrap();
-}
-
 /// A resource over every GPU of the fixture: Rust discovery, and the given
 /// health and preferred-allocation guests.
 fn resource(name: &str, health: &str, packing: &str) -> String {
@@ -77,30 +70,12 @@ drivers = "nvidia"
 /// A copy of the 8-GPU fixture server with a Rust resource and one for
 /// `lang`'s guests.
 fn world(lang: &str, packing: &str, health: &str) -> World {
-    let world = World::new();
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/gpu-server/."
-    );
-    let status = std::process::Command::new("cp")
-        .args(["-a", fixture])
-        .arg(world.root())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    install_guest(&world, wdp_guest_artifacts::PCI_FILTER, "pci-filter.wasm");
-    install_guest(
-        &world,
-        wdp_guest_artifacts::NUMA_PACKING,
-        "numa-packing.wasm",
-    );
-    install_guest(
-        &world,
-        wdp_guest_artifacts::PRESENCE_HEALTH,
-        "presence-health.wasm",
-    );
-    install_guest(&world, packing, &format!("{lang}-packing.wasm"));
-    install_guest(&world, health, &format!("{lang}-health.wasm"));
+    let world = World::from_fixture("gpu-server");
+    world.install_guest(wdp_guest_artifacts::PCI_FILTER, "pci-filter.wasm");
+    world.install_guest(wdp_guest_artifacts::NUMA_PACKING, "numa-packing.wasm");
+    world.install_guest(wdp_guest_artifacts::PRESENCE_HEALTH, "presence-health.wasm");
+    world.install_guest(packing, &format!("{lang}-packing.wasm"));
+    world.install_guest(health, &format!("{lang}-health.wasm"));
     // Compiling a 12-18 MB Python or JavaScript component takes seconds:
     // keep the compiled code between runs.
     let cache = concat!(

@@ -204,13 +204,16 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
         .collect())
 }
 
+/// A resource loaded offline, with the warnings of its first hardware scan.
+pub type LoadedResource = (Arc<Resource>, Vec<String>);
+
 /// Loads a config directory into resources that are not served: every
 /// guest loaded and smoke-tested, discovery and health run once. For
 /// `check` and for exercising hooks offline (`test`). Blocking.
 pub fn load_offline(
     config_dir: &Path,
     host_root: &Path,
-) -> Result<Vec<(Arc<Resource>, Vec<String>)>, HostError> {
+) -> Result<Vec<LoadedResource>, HostError> {
     let config = config::load_dir(config_dir)?;
     let engine = new_engine(&config)?;
     let prepared = prepare(&engine, config)?;
@@ -491,7 +494,7 @@ impl Host {
 
     /// Reloads after a quiet period following any change in the config
     /// directory (ConfigMap `..data` swaps included).
-    fn reload_on_change(self: &Arc<Self>, mut events: tokio::sync::mpsc::UnboundedReceiver<()>) {
+    fn reload_on_change(self: &Arc<Self>, mut events: ChangeEvents) {
         let host = Arc::downgrade(self);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
@@ -519,17 +522,12 @@ impl Host {
     }
 }
 
+/// One message per change in the config directory.
+type ChangeEvents = tokio::sync::mpsc::UnboundedReceiver<()>;
+
 /// Watches the config directory recursively; every change but a mere
 /// access sends one message.
-fn watch_config_dir(
-    dir: &Path,
-) -> Result<
-    (
-        notify::RecommendedWatcher,
-        tokio::sync::mpsc::UnboundedReceiver<()>,
-    ),
-    HostError,
-> {
+fn watch_config_dir(dir: &Path) -> Result<(notify::RecommendedWatcher, ChangeEvents), HostError> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event

@@ -57,6 +57,10 @@ impl Prepared {
         // Exports: only hooks of a compatible version, each once, at least one.
         let mut names: [Option<String>; 5] = Default::default();
         for (export, _) in component.component_type().exports(&shared.engine) {
+            if TOOLCHAIN_EXPORTS.contains(&export) {
+                tracing::debug!(guest = name, export, "ignoring a toolchain's own export");
+                continue;
+            }
             let hook = classify_export(name, export)?;
             if let Some(first) = &names[hook.index()] {
                 return Err(LoadError::DuplicateHook {
@@ -150,6 +154,10 @@ impl Prepared {
 }
 
 /// Maps an export name to its hook, refusing anything else.
+/// Exports language toolchains add on their own, which are never called:
+/// componentize-py leaves its build-time init entry `exports`.
+const TOOLCHAIN_EXPORTS: &[&str] = &["exports"];
+
 fn classify_export(guest: &str, export: &str) -> Result<Hook, LoadError> {
     let unknown = || LoadError::UnknownExport {
         guest: guest.to_string(),
