@@ -140,21 +140,17 @@ stamp() { echo "$2" >"$OUT/.$1.stamp"; }
 
 build_python() { # hook world
   local name="python-$1" world="$2" hash tmp
-  hash="$(inputs_hash "$HERE/python/$1/app.py" "$HERE/python/wrap-$world.wat")"
+  hash="$(inputs_hash "$HERE/python/$1/app.py")"
   fresh "$name" "$hash" && return
   log "building $name.wasm (componentize-py, world $world)"
   tmp="$(mktemp -d)"
   # From a copy: componentize-py runs the module and would leave
-  # __pycache__ in the source tree.
+  # __pycache__ in the source tree. The component is used as built (the
+  # host ignores the `exports` init entry componentize-py adds).
   mkdir "$tmp/src"
   cp "$HERE/python/$1/app.py" "$tmp/src/"
   "$COMPONENTIZE" -d "$WIT" -w "$world-guest" componentize -p "$tmp/src" app \
-    -o "$tmp/raw.wasm" >/dev/null
-  # componentize-py also exports `exports` (its init entry point); keep the
-  # hook only by plugging the component into a re-exporting wrapper.
-  "$WASM_TOOLS" parse "$HERE/python/wrap-$world.wat" -o "$tmp/wrap.wasm"
-  "$WASM_TOOLS" compose "$tmp/wrap.wasm" -d "$tmp/raw.wasm" -o "$tmp/out.wasm" >/dev/null 2>"$tmp/compose.log" ||
-    { cat "$tmp/compose.log" >&2; exit 1; }
+    -o "$tmp/out.wasm" >/dev/null
   "$WASM_TOOLS" validate "$tmp/out.wasm"
   mv "$tmp/out.wasm" "$OUT/$name.wasm"
   rm -rf "$tmp"

@@ -210,10 +210,7 @@ pub type LoadedResource = (Arc<Resource>, Vec<String>);
 /// Loads a config directory into resources that are not served: every
 /// guest loaded and smoke-tested, discovery and health run once. For
 /// `check` and for exercising hooks offline (`test`). Blocking.
-pub fn load_offline(
-    config_dir: &Path,
-    host_root: &Path,
-) -> Result<Vec<LoadedResource>, HostError> {
+pub fn load_offline(config_dir: &Path, host_root: &Path) -> Result<Vec<LoadedResource>, HostError> {
     let config = config::load_dir(config_dir)?;
     let engine = new_engine(&config)?;
     let prepared = prepare(&engine, config)?;
