@@ -1,7 +1,7 @@
 //! `numa-packing`: a preferred-allocation guest.
 //!
 //! Keeps the must-include IDs, then packs by NUMA node and link locality
-//! (`link.group` attribute, else the PCI parent from `pci.path`), best fit,
+//! (`link.group` attribute, else the PCIe switch from `pci.path`), best fit,
 //! ties broken by ID. The logic lives in `wdp-packing-core` so the host can
 //! benchmark the very same code natively.
 

@@ -13,8 +13,9 @@
 //!    chosen, then whole link groups by best fit (the smallest group that
 //!    covers what is still missing, so bigger groups stay intact for bigger
 //!    requests; when none is big enough, the biggest group first). A device's
-//!    link group is its `link.group` attribute or, failing that, the parent
-//!    of its `pci.path` (devices behind the same PCI switch);
+//!    link group is its `link.group` attribute or, failing that, the
+//!    grandparent of its `pci.path` (devices behind the same PCIe switch
+//!    share the switch's upstream port);
 //! 4. ties broken by ID, so the answer is deterministic.
 //!
 //! The answer has exactly `size` distinct IDs, all taken from `available`.
@@ -45,7 +46,8 @@ impl<'a> Item<'a> {
 }
 
 /// The link-locality key of a device: its `link.group` attribute, or the
-/// parent directory of its `pci.path` attribute, or `None`.
+/// grandparent directory of its `pci.path` attribute (the upstream port of
+/// the PCIe switch it sits behind), or `None`.
 pub fn locality_key(attributes: &[(String, String)]) -> Option<&str> {
     let lookup = |name: &str| {
         attributes
@@ -57,8 +59,15 @@ pub fn locality_key(attributes: &[(String, String)]) -> Option<&str> {
     if let Some(group) = lookup("link.group") {
         return Some(group);
     }
-    let path = lookup("pci.path")?.trim_end_matches('/');
-    path.rsplit_once('/')
+    // GPU → downstream port → switch upstream port: devices behind one
+    // PCIe switch share their grandparent.
+    parent_dir(lookup("pci.path")?).and_then(parent_dir)
+}
+
+/// The parent directory of a path, or `None` (no slash, or an empty parent).
+fn parent_dir(path: &str) -> Option<&str> {
+    path.trim_end_matches('/')
+        .rsplit_once('/')
         .map(|(parent, _)| parent)
         .filter(|parent| !parent.is_empty())
 }
@@ -347,12 +356,13 @@ mod tests {
         };
         let a = attrs(&[(
             "pci.path",
-            "/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0",
+            "/sys/devices/pci0000:80/0000:80:03.0/0000:85:00.0/0000:86:08.0/0000:87:00.0",
         )]);
         assert_eq!(
             locality_key(&a),
-            Some("/sys/devices/pci0000:00/0000:00:01.0")
+            Some("/sys/devices/pci0000:80/0000:80:03.0/0000:85:00.0")
         );
+        assert_eq!(locality_key(&attrs(&[("pci.path", "/x/y")])), None);
         let b = attrs(&[("pci.path", "/x/y"), ("link.group", "nvlink-0")]);
         assert_eq!(locality_key(&b), Some("nvlink-0"));
         assert_eq!(locality_key(&[]), None);

@@ -10,7 +10,7 @@
  *   3. within a NUMA tier, link groups linked to what was already chosen,
  *      then whole link groups by best fit (smallest group covering what is
  *      missing; when none does, the biggest group first). A device's link
- *      group is its `link.group` attribute, else the parent of `pci.path`;
+ *      group is its `link.group` attribute, else the grandparent of `pci.path`;
  *   4. ties broken by ID (byte order).
  *
  * Bindings: `wit-bindgen c wit -w preferred-allocation-guest`; see
@@ -46,10 +46,8 @@ static opt_key lookup(const wasm_device_plugin_policy_types_attributes_t *attrs,
     return r;
 }
 
-static opt_key locality_key(const device_ref_t *d) {
-    opt_key group = lookup(&d->attributes, "link.group");
-    if (group.some) return group;
-    opt_key path = lookup(&d->attributes, "pci.path");
+/* The parent directory of a path, or none. */
+static opt_key parent_dir(opt_key path) {
     if (!path.some) return path;
     size_t end = path.key.len;
     while (end > 0 && path.key.ptr[end - 1] == '/') end--;
@@ -58,6 +56,13 @@ static opt_key locality_key(const device_ref_t *d) {
     /* No slash (slash == 0) or only a leading one (parent empty): none. */
     opt_key r = {slash > 1, wdp_s(path.key.ptr, slash > 1 ? slash - 1 : 0)};
     return r;
+}
+
+/* `link.group`, else the grandparent of `pci.path` (the PCIe switch). */
+static opt_key locality_key(const device_ref_t *d) {
+    opt_key group = lookup(&d->attributes, "link.group");
+    if (group.some) return group;
+    return parent_dir(parent_dir(lookup(&d->attributes, "pci.path")));
 }
 
 static int cmp_opt(opt_key a, opt_key b) {

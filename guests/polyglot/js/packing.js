@@ -2,7 +2,7 @@
 //
 // Same behaviour as the Rust guest (`guests/numa-packing`, logic in
 // `guests/packing-core`): keep the must-include IDs, then pack by NUMA node
-// and link locality (`link.group` attribute, else the PCI parent from
+// and link locality (`link.group` attribute, else the PCIe switch from
 // `pci.path`), best fit, ties broken by ID.
 //
 // Componentized with the componentize-js library API against the WIT world
@@ -51,17 +51,22 @@ function lookup(attributes, name) {
   return null;
 }
 
-/** `link.group`, else the parent directory of `pci.path`, else null. */
-function localityKey(attributes) {
-  const group = lookup(attributes, 'link.group');
-  if (group !== null) return group;
-  let path = lookup(attributes, 'pci.path');
+/** The parent directory, or null (no slash, or an empty parent). */
+function parentDir(path) {
   if (path === null) return null;
   let end = path.length;
   while (end > 0 && path[end - 1] === '/') end--;
   path = path.slice(0, end);
   const slash = path.lastIndexOf('/');
   return slash > 0 ? path.slice(0, slash) : null;
+}
+
+/** `link.group`, else the grandparent directory of `pci.path` (the PCIe
+ * switch a device sits behind), else null. */
+function localityKey(attributes) {
+  const group = lookup(attributes, 'link.group');
+  if (group !== null) return group;
+  return parentDir(parentDir(lookup(attributes, 'pci.path')));
 }
 
 /** Rust's `{:?}` of a string. */

@@ -2,7 +2,7 @@
 
 Same behaviour as the Rust guest (`guests/numa-packing`, logic in
 `guests/packing-core`): keep the must-include IDs, then pack by NUMA node
-and link locality (`link.group` attribute, else the PCI parent from
+and link locality (`link.group` attribute, else the PCIe switch from
 `pci.path`), best fit, ties broken by ID.
 
 Build: `componentize-py -d wit -w preferred-allocation-guest componentize app`
@@ -26,16 +26,21 @@ def lookup(attributes, name):
 
 
 def locality_key(attributes):
-    """`link.group`, else the parent directory of `pci.path`, else None."""
+    """`link.group`, else the grandparent directory of `pci.path`, else None."""
     group = lookup(attributes, "link.group")
     if group is not None:
         return group
     path = lookup(attributes, "pci.path")
+    # Devices behind one PCIe switch share their grandparent.
+    return parent(parent(path))
+
+
+def parent(path):
+    """The parent directory, or None (no slash, or an empty parent)."""
     if path is None:
         return None
     path = path.rstrip("/")
     slash = path.rfind("/")
-    # No slash: no parent; a slash in front: an empty parent.
     return path[:slash] if slash > 0 else None
 
 
