@@ -34,9 +34,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wdp_guest_artifacts as artifacts;
+#[path = "common/request.rs"]
+mod common_request;
+use common_request::request;
 use wdp_policy::{
-    CallContext, CallError, CallLimits, Candidate, CandidateKind, Device, DeviceFacts, DeviceNode,
-    DeviceRef, EngineSettings, Guest, NodeType, PolicyEngine, PreferredRequest,
+    CallContext, CallError, CallLimits, Candidate, CandidateKind, Device, DeviceFacts, DeviceRef,
+    EngineSettings, Guest, PolicyEngine, PreferredRequest,
 };
 
 /// Where `guests/polyglot/build.sh` puts the components.
@@ -110,47 +113,6 @@ fn load(
                 Err(error) => Err(format!("{error}")),
             }
         }
-    }
-}
-
-/// A request like the host builds one: `n` devices on two NUMA nodes,
-/// eight to a PCI switch, with the attributes the hardware layer reports
-/// (the same shape as `bench_scorer`).
-fn request(n: usize) -> PreferredRequest {
-    let available = (0..n)
-        .map(|i| {
-            let bus = 0x10 + i;
-            let address = format!("0000:{:02x}:{:02x}.0", bus / 32, bus % 32);
-            let numa = (i * 2 / n.max(1)) as i64;
-            let switch = format!("/sys/devices/pci0000:{:02x}/0000:{:02x}:01.0", i / 8, i / 8);
-            let attributes = vec![
-                ("pci.address".to_string(), address.clone()),
-                ("pci.vendor".to_string(), "0x10de".to_string()),
-                ("pci.device".to_string(), "0x2330".to_string()),
-                ("pci.class".to_string(), "0x030200".to_string()),
-                ("pci.driver".to_string(), "nvidia".to_string()),
-                ("pci.numa-node".to_string(), numa.to_string()),
-                ("pci.path".to_string(), format!("{switch}/{address}")),
-            ];
-            DeviceRef {
-                id: address.clone(),
-                device_id: address,
-                numa_nodes: vec![numa],
-                attributes,
-                nodes: vec![DeviceNode {
-                    path: format!("/dev/nvidia{i}"),
-                    node_type: NodeType::Char,
-                    major: 195,
-                    minor: i as u32,
-                }],
-            }
-        })
-        .collect::<Vec<_>>();
-    let must_include = vec![available[n / 2].id.clone()];
-    PreferredRequest {
-        available,
-        must_include,
-        size: (n / 4).max(1) as u32,
     }
 }
 
