@@ -11,6 +11,7 @@
 pub mod config;
 pub mod devices;
 pub mod host;
+pub mod limits;
 pub mod metrics;
 pub mod resource;
 pub mod server;
