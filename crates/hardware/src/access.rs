@@ -360,6 +360,8 @@ pub fn write_attribute(
     if !meta.is_file() {
         return Err(ctx.not_a_file());
     }
+    // Noted before the write, so the watcher already knows its echo.
+    crate::watch::note_own_write(&resolved.real);
     let mut file = open_checked(
         OpenOptions::new().write(true).truncate(true),
         &resolved,

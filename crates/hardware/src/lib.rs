@@ -43,4 +43,4 @@ pub use root::HostRoot;
 pub use selectors::{NodeSelector, PciSelector, Selector, UsbSelector, discover, node_id};
 pub use sysfs::parse_cpulist;
 pub use usb::scan_usb;
-pub use watch::{ChangeReceiver, ChangeWatcher, watch_paths};
+pub use watch::{ChangeReceiver, ChangeWatcher, OWN_WRITE_ECHO, watch_paths};

@@ -14,12 +14,15 @@
 //!
 //! Ignored, so reading hardware never wakes anyone: open/access/close events,
 //! access-time changes, and data writes to device nodes (a write to
-//! `/dev/null` is no change).
+//! `/dev/null` is no change). Ignored too, so a policy cannot wake itself
+//! in a loop: the echoes of this process's own attribute writes
+//! ([`crate::write_attribute`]) for [`OWN_WRITE_ECHO`] after each write.
 
 use std::collections::{BTreeSet, HashSet};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use notify::event::{EventKind, MetadataKind, ModifyKind};
 use notify::{RecursiveMode, Watcher};
@@ -86,8 +89,49 @@ impl ChangeReceiver {
     }
 }
 
+/// How long after one of this process's own attribute writes the content
+/// and metadata events of that file are taken for its echo, not a change.
+pub const OWN_WRITE_ECHO: Duration = Duration::from_secs(1);
+
+/// Files this process wrote recently (canonical paths), with when.
+static OWN_WRITES: Mutex<Vec<(PathBuf, Instant)>> = Mutex::new(Vec::new());
+
+/// Remembers that this process just wrote `real` (a canonical path), so
+/// watchers take the events that follow for an echo.
+pub(crate) fn note_own_write(real: &Path) {
+    let mut writes = OWN_WRITES.lock().unwrap_or_else(PoisonError::into_inner);
+    let now = Instant::now();
+    writes.retain(|(path, at)| now.duration_since(*at) < OWN_WRITE_ECHO && path != real);
+    writes.push((real.to_owned(), now));
+}
+
+/// Whether `event` only echoes this process's own recent writes.
+fn own_write_echo(event: &notify::Event) -> bool {
+    if !matches!(
+        event.kind,
+        EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Metadata(_) | ModifyKind::Any)
+    ) || event.paths.is_empty()
+    {
+        return false;
+    }
+    let writes = OWN_WRITES.lock().unwrap_or_else(PoisonError::into_inner);
+    if writes.is_empty() {
+        return false;
+    }
+    let now = Instant::now();
+    event.paths.iter().all(|p| {
+        let real = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        writes
+            .iter()
+            .any(|(path, at)| *path == real && now.duration_since(*at) < OWN_WRITE_ECHO)
+    })
+}
+
 /// True for events that mean the watched hardware may have changed.
 fn relevant(event: &notify::Event) -> bool {
+    if own_write_echo(event) {
+        return false;
+    }
     match &event.kind {
         EventKind::Access(_) => false,
         EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)) => false,

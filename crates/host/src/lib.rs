@@ -6,17 +6,45 @@
 //!
 //! It owns no CLI, logging setup or HTTP endpoint (the binary does), reads
 //! hardware only through `wdp-hardware` and runs guests only through
-//! `wdp-policy`.
+//! `wdp-policy`, whose types (devices, verdicts, container responses) are
+//! the host's device model too.
+//!
+//! The modules, in the order data flows: [`config`] parses the directory;
+//! [`spec`] loads a resource's guests; [`pipeline`] turns hardware into a
+//! [`device_set`] through discovery and health ([`builtin`] policy or a
+//! guest, through the one call path of [`guest_call`], answers checked by
+//! [`validate`]); [`resource`] is the per-resource swap point and
+//! [`rpc`] the kubelet decisions on top of it; [`service`] and [`server`]
+//! are the gRPC side and registration; [`supervisor`] runs the whole and
+//! [`reload`] applies edits; [`offline`] is `check` and `test`.
 
+#![warn(missing_docs)]
+
+pub mod builtin;
 pub mod config;
-pub mod devices;
-pub mod host;
+mod convert;
+pub mod device_set;
+pub mod error;
+pub mod guest_call;
 pub mod limits;
 pub mod metrics;
+pub mod offline;
+pub mod pipeline;
+pub mod reload;
 pub mod resource;
+pub mod rpc;
 pub mod server;
 pub mod service;
+mod services;
+pub mod spec;
+pub mod supervisor;
+pub mod validate;
 
 pub use config::{ConfigError, ConfigSet, ResourceConfig};
-pub use host::{Host, HostError, HostOptions, ReloadSummary, ResourceReport, check, load_offline};
+pub use device_set::{AdvertisedDevice, DeviceSet};
+pub use error::{GuestProblem, HostError};
 pub use metrics::Metrics;
+pub use offline::{LoadedResource, ResourceReport, check, load_offline};
+pub use reload::ReloadSummary;
+pub use resource::Resource;
+pub use supervisor::{Host, HostOptions};

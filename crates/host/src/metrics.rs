@@ -12,53 +12,79 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+/// Label set: the resource.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceLabel {
+    /// Extended resource name.
     pub resource: String,
 }
 
+/// Label set: the resource and `healthy` / `unhealthy`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HealthLabels {
+    /// Extended resource name.
     pub resource: String,
+    /// `healthy` or `unhealthy`.
     pub health: String,
 }
 
+/// Label set: the resource and the kubelet RPC.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RpcLabels {
+    /// Extended resource name.
     pub resource: String,
+    /// The RPC, e.g. `Allocate`.
     pub rpc: String,
 }
 
+/// Label set: the resource, the kubelet RPC and its gRPC status code.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RpcResultLabels {
+    /// Extended resource name.
     pub resource: String,
+    /// The RPC, e.g. `Allocate`.
     pub rpc: String,
+    /// The gRPC status code, e.g. `Ok`.
     pub code: String,
 }
 
+/// Label set: the resource, the guest and the hook.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GuestLabels {
+    /// Extended resource name.
     pub resource: String,
+    /// The guest's name.
     pub guest: String,
+    /// The hook, e.g. `health`.
     pub hook: String,
 }
 
+/// Label set: the resource, the guest, the hook and the call's result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GuestResultLabels {
+    /// Extended resource name.
     pub resource: String,
+    /// The guest's name.
     pub guest: String,
+    /// The hook, e.g. `health`.
     pub hook: String,
+    /// The outcome.
     pub result: String,
 }
 
+/// Label set: `success` or `failure`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
+    /// The outcome.
     pub result: String,
 }
 
+/// Label set: the resource and the registration's result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RegistrationLabels {
+    /// Extended resource name.
     pub resource: String,
+    /// The outcome.
     pub result: String,
 }
 
@@ -66,16 +92,27 @@ pub struct RegistrationLabels {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// `wasm_device_plugin_devices`.
     pub devices: Family<HealthLabels, Gauge>,
+    /// `wasm_device_plugin_allocated_devices_total`.
     pub allocated_devices: Family<ResourceLabel, Counter>,
+    /// `wasm_device_plugin_rpc_requests_total`.
     pub rpc_requests: Family<RpcResultLabels, Counter>,
+    /// `wasm_device_plugin_rpc_duration_seconds`.
     pub rpc_duration: Family<RpcLabels, Histogram>,
+    /// `wasm_device_plugin_guest_calls_total`.
     pub guest_calls: Family<GuestResultLabels, Counter>,
+    /// `wasm_device_plugin_guest_call_duration_seconds`.
     pub guest_duration: Family<GuestLabels, Histogram>,
+    /// `wasm_device_plugin_reloads_total`.
     pub reloads: Family<ResultLabel, Counter>,
+    /// `wasm_device_plugin_config_valid`.
     pub config_valid: Gauge,
+    /// `wasm_device_plugin_registrations_total`.
     pub registrations: Family<RegistrationLabels, Counter>,
+    /// `wasm_device_plugin_kubelet_restarts_total`.
     pub kubelet_restarts: Counter,
+    /// `wasm_device_plugin_list_and_watch_streams`.
     pub watchers: Family<ResourceLabel, Gauge>,
 }
 
@@ -85,6 +122,7 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Metrics {
+    /// Every metric, registered and at zero.
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("wasm_device_plugin");
         let devices = Family::<HealthLabels, Gauge>::default();
@@ -179,6 +217,7 @@ impl Metrics {
         out
     }
 
+    /// Counts one kubelet RPC and its duration.
     pub fn observe_rpc(&self, resource: &str, rpc: &str, code: tonic::Code, elapsed: Duration) {
         self.rpc_duration
             .get_or_create(&RpcLabels {
@@ -195,6 +234,7 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one guest call by result and records its duration.
     pub fn observe_guest(
         &self,
         resource: &str,
@@ -221,6 +261,7 @@ impl Metrics {
             .inc();
     }
 
+    /// Sets a resource's healthy and unhealthy device counts.
     pub fn set_devices(&self, resource: &str, healthy: usize, unhealthy: usize) {
         for (health, n) in [("healthy", healthy), ("unhealthy", unhealthy)] {
             self.devices
@@ -245,6 +286,7 @@ impl Metrics {
         });
     }
 
+    /// Counts one `Register` call by result.
     pub fn registration(&self, resource: &str, ok: bool) {
         self.registrations
             .get_or_create(&RegistrationLabels {
@@ -254,6 +296,7 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one reload and sets `config_valid`.
     pub fn reload(&self, ok: bool) {
         self.reloads
             .get_or_create(&ResultLabel {

@@ -37,16 +37,22 @@ pub enum FolderEvent {
 /// Why a registration attempt failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RegisterError {
-    #[error("no kubelet: {0} does not exist yet")]
+    /// `kubelet.sock` is not there (no kubelet yet).
+    #[error("no kubelet: {} does not exist yet", .0.display())]
     NoKubelet(PathBuf),
-    #[error("cannot connect to {path}: {source}")]
+    /// `kubelet.sock` exists but does not accept connections.
+    #[error("cannot connect to {}: {source}", path.display())]
     Connect {
+        /// The kubelet's socket.
         path: PathBuf,
+        /// The transport error.
         #[source]
         source: tonic::transport::Error,
     },
+    /// The kubelet answered `Register` with an error.
     #[error("the kubelet refused the registration: {0}")]
     Refused(Box<tonic::Status>),
+    /// The kubelet did not answer in time.
     #[error("the kubelet did not answer Register within {0:?}")]
     Timeout(Duration),
 }
@@ -109,14 +115,18 @@ impl ServerHandle {
     }
 }
 
-/// Exponential backoff between registration attempts.
+/// Exponential backoff between registration attempts while a kubelet's
+/// socket exists but does not answer. Reset whenever a new `kubelet.sock`
+/// appears, so the first attempts after a kubelet (re)start come quickly.
 struct Backoff {
     next: Duration,
 }
 
 impl Backoff {
-    const FIRST: Duration = Duration::from_millis(100);
+    const FIRST: Duration = Duration::from_millis(25);
     const MAX: Duration = Duration::from_secs(5);
+    /// Failures retried sooner than this are the normal start-up race.
+    const QUIET: Duration = Duration::from_millis(400);
 
     fn new() -> Self {
         Self { next: Self::FIRST }
@@ -132,6 +142,10 @@ impl Backoff {
         self.next = Self::FIRST;
     }
 }
+
+/// How often a missing `kubelet.sock` is looked for besides the folder
+/// watcher's events.
+const NO_KUBELET_RECHECK: Duration = Duration::from_secs(1);
 
 fn inode(path: &Path) -> Option<u64> {
     std::fs::symlink_metadata(path).ok().map(|m| m.ino())
@@ -199,17 +213,30 @@ async fn supervise(
                         resource.metrics().registration(&name, true);
                         tracing::info!(resource = %name, "registered with the kubelet");
                     }
+                    Err(RegisterError::NoKubelet(path)) => {
+                        // Nothing to back off from: the folder watcher (or
+                        // the once-a-second check) says when it appears.
+                        registered.send_replace(false);
+                        retry = tokio::time::Instant::now() + NO_KUBELET_RECHECK;
+                        if warned_no_kubelet {
+                            tracing::debug!(resource = %name, socket = %path.display(), "still waiting for the kubelet");
+                        } else {
+                            tracing::info!(resource = %name, socket = %path.display(), "waiting for the kubelet to create its socket");
+                            warned_no_kubelet = true;
+                        }
+                    }
                     Err(error) => {
                         registered.send_replace(false);
                         resource.metrics().registration(&name, false);
                         let wait = backoff.step();
                         retry = tokio::time::Instant::now() + wait;
-                        if matches!(error, RegisterError::NoKubelet(_)) && warned_no_kubelet {
-                            tracing::debug!(resource = %name, %error, "still waiting for the kubelet");
-                        } else {
+                        // The first refusal after a kubelet start is the
+                        // usual race with its listen(); say so only if it lasts.
+                        if wait >= Backoff::QUIET {
                             tracing::warn!(resource = %name, %error, "registration failed; retrying in {wait:?}");
+                        } else {
+                            tracing::debug!(resource = %name, %error, "registration failed; retrying in {wait:?}");
                         }
-                        warned_no_kubelet |= matches!(error, RegisterError::NoKubelet(_));
                     }
                 }
             }
@@ -223,6 +250,7 @@ async fn supervise(
                         if need_register || inode(&kubelet_socket) != kubelet_inode {
                             tracing::info!(resource = %name, "kubelet.sock created: registering again");
                             need_register = true;
+                            backoff.reset();
                             retry = tokio::time::Instant::now();
                         }
                     }
@@ -255,6 +283,8 @@ async fn supervise(
                     if now.is_some() && now != kubelet_inode {
                         tracing::info!(resource = %name, "kubelet.sock replaced: registering again");
                         need_register = true;
+                        backoff.reset();
+                        kubelet_inode = now;
                         retry = tokio::time::Instant::now();
                     }
                 }

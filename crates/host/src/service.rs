@@ -26,6 +26,7 @@ pub struct DevicePluginService {
 }
 
 impl DevicePluginService {
+    /// The service of `resource`, ending its streams when `stop` fires.
     pub fn new(resource: Arc<Resource>, stop: CancellationToken) -> Self {
         Self { resource, stop }
     }
@@ -146,7 +147,7 @@ impl DevicePlugin for DevicePluginService {
             for c in &request.container_requests {
                 container_responses.push(self.resource.allocate(&c.devices_ids).await?);
             }
-            tracing::info!(resource = %self.resource.name(), devices = ?request.container_requests.iter().map(|c| &c.devices_ids).collect::<Vec<_>>(), "allocated");
+            tracing::debug!(resource = %self.resource.name(), devices = ?request.container_requests.iter().map(|c| &c.devices_ids).collect::<Vec<_>>(), "allocated");
             Ok(AllocateResponse {
                 container_responses,
             })

@@ -84,16 +84,12 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
             ms(took)
         );
         for d in set.devices() {
-            let nodes: Vec<String> = d
-                .nodes
-                .iter()
-                .map(|n| n.path.display().to_string())
-                .collect();
+            let nodes: Vec<String> = d.device.nodes.iter().map(|n| n.path.clone()).collect();
             println!(
                 "    {:<24} {:<9} numa={:?} nodes=[{}]{}",
-                d.id,
+                d.id(),
                 if d.healthy { "Healthy" } else { "Unhealthy" },
-                d.numa_nodes,
+                d.device.numa_nodes,
                 nodes.join(","),
                 if d.reason.is_empty() {
                     String::new()
@@ -106,7 +102,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
             .devices()
             .iter()
             .filter(|d| d.healthy)
-            .map(|d| d.id.clone())
+            .map(|d| d.id().to_owned())
             .collect();
         if healthy.is_empty() {
             println!("  no healthy device: nothing to allocate");

@@ -208,19 +208,15 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             r.devices.healthy_count()
         );
         for d in r.devices.devices() {
-            let nodes: Vec<String> = d
-                .nodes
-                .iter()
-                .map(|n| n.path.display().to_string())
-                .collect();
-            let numa = if d.numa_nodes.is_empty() {
+            let nodes: Vec<String> = d.device.nodes.iter().map(|n| n.path.clone()).collect();
+            let numa = if d.device.numa_nodes.is_empty() {
                 String::new()
             } else {
-                format!(" numa={:?}", d.numa_nodes)
+                format!(" numa={:?}", d.device.numa_nodes)
             };
             println!(
                 "    {} {}{numa} {}{}",
-                d.id,
+                d.id(),
                 if d.healthy { "Healthy" } else { "Unhealthy" },
                 nodes.join(","),
                 if d.reason.is_empty() {

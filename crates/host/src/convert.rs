@@ -1,0 +1,74 @@
+//! The few conversions the host still makes: hardware facts into the guest
+//! model (the hardware crate knows nothing of Wasm) and a container
+//! response into the kubelet's wire message. Devices, verdicts and
+//! container responses are the guest model's types throughout the host.
+
+use wdp_hardware::{Candidate, CandidateKind, DeviceNode, NodeType};
+use wdp_kubelet_api::v1beta1::{CdiDevice, ContainerAllocateResponse, DeviceSpec, Mount};
+use wdp_policy::types as guest;
+
+/// A device node as guests see it (host path as a string).
+pub fn guest_node(n: &DeviceNode) -> guest::DeviceNode {
+    guest::DeviceNode {
+        path: n.path.to_string_lossy().into_owned(),
+        node_type: match n.node_type {
+            NodeType::Char => guest::NodeType::Char,
+            NodeType::Block => guest::NodeType::Block,
+            NodeType::Other => guest::NodeType::Other,
+        },
+        major: n.major,
+        minor: n.minor,
+    }
+}
+
+/// A candidate as guests see it; `present` says whether its hardware is
+/// there now.
+pub fn guest_candidate(c: &Candidate, present: bool) -> guest::Candidate {
+    guest::Candidate {
+        id: c.id.clone(),
+        kind: match c.kind {
+            CandidateKind::Pci => guest::CandidateKind::Pci,
+            CandidateKind::Usb => guest::CandidateKind::Usb,
+            CandidateKind::Node => guest::CandidateKind::Node,
+        },
+        present,
+        numa_nodes: c.numa_nodes.clone(),
+        attributes: c
+            .attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        nodes: c.nodes.iter().map(guest_node).collect(),
+    }
+}
+
+/// The kubelet's `ContainerAllocateResponse` for a container response.
+pub fn kubelet_response(r: guest::ContainerResponse) -> ContainerAllocateResponse {
+    ContainerAllocateResponse {
+        envs: r.envs.into_iter().collect(),
+        mounts: r
+            .mounts
+            .into_iter()
+            .map(|m| Mount {
+                container_path: m.container_path,
+                host_path: m.host_path,
+                read_only: m.read_only,
+            })
+            .collect(),
+        devices: r
+            .devices
+            .into_iter()
+            .map(|d| DeviceSpec {
+                container_path: d.container_path,
+                host_path: d.host_path,
+                permissions: d.permissions,
+            })
+            .collect(),
+        annotations: r.annotations.into_iter().collect(),
+        cdi_devices: r
+            .cdi_devices
+            .into_iter()
+            .map(|name| CdiDevice { name })
+            .collect(),
+    }
+}

@@ -1,0 +1,249 @@
+//! The device set of one resource as the kubelet sees it: every advertised
+//! ID with its health, built from discovery's devices and health's
+//! verdicts. Immutable once built; a change is a new set swapped in whole.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use wdp_hardware::Candidate;
+use wdp_kubelet_api::v1beta1::{self, ListAndWatchResponse, NumaNode, TopologyInfo};
+use wdp_policy::types::{Device, DeviceRef, Verdict};
+
+use crate::convert::guest_node;
+
+/// Separator between a shared device's ID and its replica number.
+pub const REPLICA_SEPARATOR: &str = "::";
+
+/// One device ID as advertised to the kubelet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdvertisedDevice {
+    /// What a guest sees of it: the kubelet's ID (`<device>::<n>` for
+    /// replicas), the device it belongs to, NUMA nodes, attributes and the
+    /// device nodes of its candidates (host paths).
+    pub device: DeviceRef,
+    /// Whether the kubelet may hand it out.
+    pub healthy: bool,
+    /// Why it is unhealthy (free text; empty when healthy).
+    pub reason: String,
+    /// IDs of the candidates the device is made of.
+    pub candidates: Vec<String>,
+}
+
+impl AdvertisedDevice {
+    /// The kubelet's ID.
+    pub fn id(&self) -> &str {
+        &self.device.id
+    }
+}
+
+/// Everything one resource advertises at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceSet {
+    devices: Vec<AdvertisedDevice>,
+    index: HashMap<String, usize>,
+}
+
+/// The shared handle `ListAndWatch` streams and RPCs read.
+pub type SharedDeviceSet = Arc<DeviceSet>;
+
+/// How many kubelet IDs `devices` expand into (replicas counted), computed
+/// without building anything; saturates instead of overflowing.
+pub fn advertised_count(devices: &[Device]) -> usize {
+    devices.iter().fold(0usize, |total, d| {
+        total.saturating_add(usize::try_from(d.replicas.max(1)).unwrap_or(usize::MAX))
+    })
+}
+
+impl DeviceSet {
+    /// Expands `devices` with their verdicts into kubelet device IDs,
+    /// sorted. The caller bounds the count first ([`advertised_count`]); a
+    /// device without a verdict is healthy.
+    pub fn build(
+        devices: &[Device],
+        verdicts: &BTreeMap<String, Verdict>,
+        candidates: &BTreeMap<String, Candidate>,
+    ) -> Self {
+        let mut advertised = Vec::with_capacity(advertised_count(devices));
+        for device in devices {
+            let (healthy, reason) = verdicts
+                .get(&device.id)
+                .map_or((true, String::new()), |v| (v.healthy, v.reason.clone()));
+            let mut nodes = Vec::new();
+            for c in device.candidates.iter().filter_map(|id| candidates.get(id)) {
+                for n in &c.nodes {
+                    let node = guest_node(n);
+                    if !nodes.contains(&node) {
+                        nodes.push(node);
+                    }
+                }
+            }
+            let mut push = |id: String| {
+                advertised.push(AdvertisedDevice {
+                    device: DeviceRef {
+                        id,
+                        device_id: device.id.clone(),
+                        numa_nodes: device.numa_nodes.clone(),
+                        attributes: device.attributes.clone(),
+                        nodes: nodes.clone(),
+                    },
+                    healthy,
+                    reason: reason.clone(),
+                    candidates: device.candidates.clone(),
+                });
+            };
+            if device.replicas <= 1 {
+                push(device.id.clone());
+            } else {
+                for n in 0..device.replicas {
+                    push(format!("{}{REPLICA_SEPARATOR}{n}", device.id));
+                }
+            }
+        }
+        advertised.sort_by(|a, b| a.device.id.cmp(&b.device.id));
+        let index = advertised
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.device.id.clone(), i))
+            .collect();
+        Self {
+            devices: advertised,
+            index,
+        }
+    }
+
+    /// Every advertised device, sorted by ID.
+    pub fn devices(&self) -> &[AdvertisedDevice] {
+        &self.devices
+    }
+
+    /// The device with kubelet ID `id`.
+    pub fn get(&self, id: &str) -> Option<&AdvertisedDevice> {
+        self.index.get(id).map(|&i| &self.devices[i])
+    }
+
+    /// How many IDs are advertised.
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Whether nothing is advertised.
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+
+    /// How many advertised IDs are healthy.
+    pub fn healthy_count(&self) -> usize {
+        self.devices.iter().filter(|d| d.healthy).count()
+    }
+
+    /// The `ListAndWatch` message for this set.
+    pub fn to_list(&self) -> ListAndWatchResponse {
+        ListAndWatchResponse {
+            devices: self
+                .devices
+                .iter()
+                .map(|d| v1beta1::Device {
+                    id: d.device.id.clone(),
+                    health: if d.healthy {
+                        v1beta1::HEALTHY
+                    } else {
+                        v1beta1::UNHEALTHY
+                    }
+                    .to_owned(),
+                    topology: (!d.device.numa_nodes.is_empty()).then(|| TopologyInfo {
+                        nodes: d
+                            .device
+                            .numa_nodes
+                            .iter()
+                            .map(|&id| NumaNode { id })
+                            .collect(),
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    /// Looks up every ID of a kubelet request, refusing unknown and
+    /// repeated IDs, and unhealthy ones when `require_healthy`. The error
+    /// names the ID.
+    pub fn resolve<'a>(
+        &'a self,
+        ids: &[String],
+        require_healthy: bool,
+    ) -> Result<Vec<&'a AdvertisedDevice>, String> {
+        let mut seen = BTreeSet::new();
+        ids.iter()
+            .map(|id| {
+                if !seen.insert(id.as_str()) {
+                    return Err(format!("device {id:?} is listed twice"));
+                }
+                let device = self
+                    .get(id)
+                    .ok_or_else(|| format!("unknown device {id:?}"))?;
+                if require_healthy && !device.healthy {
+                    return Err(format!(
+                        "device {id:?} is unhealthy: {}",
+                        if device.reason.is_empty() {
+                            "no reason given"
+                        } else {
+                            &device.reason
+                        }
+                    ));
+                }
+                Ok(device)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicas_expand_into_suffixed_ids() {
+        let device = Device {
+            id: "fuse".into(),
+            replicas: 3,
+            ..Device::default()
+        };
+        assert_eq!(advertised_count(std::slice::from_ref(&device)), 3);
+        let set = DeviceSet::build(&[device], &BTreeMap::new(), &BTreeMap::new());
+        let ids: Vec<&str> = set.devices().iter().map(|d| d.id()).collect();
+        assert_eq!(ids, ["fuse::0", "fuse::1", "fuse::2"]);
+        assert!(set.to_list().devices.iter().all(|d| d.health == "Healthy"));
+    }
+
+    #[test]
+    fn counts_saturate_instead_of_overflowing() {
+        let huge = Device {
+            id: "x".into(),
+            replicas: u32::MAX,
+            ..Device::default()
+        };
+        let many = vec![huge; 8];
+        assert!(advertised_count(&many) >= 8 * u32::MAX as usize);
+    }
+
+    #[test]
+    fn resolve_names_the_bad_id() {
+        let device = Device {
+            id: "a".into(),
+            ..Device::default()
+        };
+        let verdicts = BTreeMap::from([(
+            "a".to_owned(),
+            Verdict {
+                id: "a".into(),
+                healthy: false,
+                reason: "too hot".into(),
+            },
+        )]);
+        let set = DeviceSet::build(&[device], &verdicts, &BTreeMap::new());
+        let err = set.resolve(&["b".into()], false).unwrap_err();
+        assert!(err.contains("\"b\""), "{err}");
+        let err = set.resolve(&["a".into()], true).unwrap_err();
+        assert!(err.contains("too hot"), "{err}");
+        assert!(set.resolve(&["a".into(), "a".into()], false).is_err());
+    }
+}

@@ -1,0 +1,256 @@
+//! The one path every guest call of a resource takes, whatever the hook:
+//! the call context (limits, the resource's config, hardware access scoped
+//! to its candidates), the call on a blocking thread with a host-side
+//! backstop, validation of the answer, metrics, and logs that speak once
+//! per change of state — one WARN when a hook starts failing, one INFO when
+//! it recovers — with structured `resource`, `guest` and `hook` fields.
+//!
+//! No lock is held across a guest call: what a call reads comes in as
+//! shared, immutable snapshots.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use wdp_hardware::{Candidate, HostRoot};
+use wdp_policy::{CallContext, CallError, CallErrorKind, Guest, Hook};
+
+use crate::config::HookBinding;
+use crate::metrics::Metrics;
+use crate::services::ResourceServices;
+use crate::spec::{ResourceSpec, limits};
+
+/// How long past a call's own deadline the host waits before giving up on
+/// it (a host import that blocks is the only way to get there).
+const BACKSTOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A failed guest call as the host sees it. Every message names the guest
+/// and the hook.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestFailure {
+    /// The call itself failed: trap, deadline, memory cap, the guest's own
+    /// error.
+    #[error(transparent)]
+    Call(CallError),
+    /// The guest answered something the host refuses to pass on.
+    #[error("guest {guest:?} hook {hook} gave an invalid answer: {problem}")]
+    Invalid {
+        /// Guest name.
+        guest: String,
+        /// The hook.
+        hook: Hook,
+        /// What is wrong with the answer.
+        problem: String,
+    },
+    /// The call did not come back even after its deadline plus a grace.
+    #[error("guest {guest:?} hook {hook} did not return within {waited:?}")]
+    Backstop {
+        /// Guest name.
+        guest: String,
+        /// The hook.
+        hook: Hook,
+        /// How long the host waited.
+        waited: Duration,
+    },
+    /// The host panicked while running the call (a bug).
+    #[error("guest {guest:?} hook {hook} panicked in the host: {detail}")]
+    Panicked {
+        /// Guest name.
+        guest: String,
+        /// The hook.
+        hook: Hook,
+        /// The join error.
+        detail: String,
+    },
+}
+
+impl GuestFailure {
+    /// The `result` label of the `guest_calls` metric.
+    fn label(&self) -> &'static str {
+        match self {
+            GuestFailure::Call(e) => match e.kind() {
+                CallErrorKind::Timeout => "timeout",
+                CallErrorKind::OutOfMemory => "out-of-memory",
+                CallErrorKind::GuestError => "guest-error",
+                CallErrorKind::Instantiate => "instantiate",
+                CallErrorKind::NotExported => "not-exported",
+                CallErrorKind::Trap => "trap",
+            },
+            GuestFailure::Invalid { .. } => "invalid-answer",
+            GuestFailure::Backstop { .. } => "timeout",
+            GuestFailure::Panicked { .. } => "trap",
+        }
+    }
+
+    /// The gRPC status a kubelet RPC fails with.
+    pub fn into_status(self) -> tonic::Status {
+        match &self {
+            GuestFailure::Call(CallError::Timeout { .. }) | GuestFailure::Backstop { .. } => {
+                tonic::Status::deadline_exceeded(self.to_string())
+            }
+            _ => tonic::Status::internal(self.to_string()),
+        }
+    }
+
+    /// A pre-start guest's deliberate refusal: its answer, not a fault.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            GuestFailure::Call(CallError::GuestError {
+                hook: Hook::PreStart,
+                ..
+            })
+        )
+    }
+}
+
+/// Calls the guests of one resource.
+pub struct GuestCaller {
+    resource: String,
+    root: HostRoot,
+    metrics: Arc<Metrics>,
+    /// Hooks whose latest call failed (for once-per-change logging).
+    failing: Mutex<BTreeSet<Hook>>,
+}
+
+impl std::fmt::Debug for GuestCaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestCaller")
+            .field("resource", &self.resource)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuestCaller {
+    /// A caller for the guests of `resource`, reading hardware under `root`.
+    pub fn new(resource: &str, root: HostRoot, metrics: Arc<Metrics>) -> Self {
+        Self {
+            resource: resource.to_owned(),
+            root,
+            metrics,
+            failing: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    fn context(
+        &self,
+        spec: &ResourceSpec,
+        binding: &HookBinding,
+        candidates: Arc<Vec<Candidate>>,
+    ) -> CallContext {
+        CallContext {
+            limits: limits(binding),
+            services: Arc::new(ResourceServices::new(
+                self.root.clone(),
+                candidates,
+                spec.config.writable_attributes.clone(),
+            )),
+            config: Arc::new(spec.config.guest_config.clone()),
+            resource: spec.config.resource.clone(),
+        }
+    }
+
+    /// Calls `guest` on this thread (a blocking one), validates the answer
+    /// with `check`, and records the outcome.
+    pub fn call_blocking<T>(
+        &self,
+        spec: &ResourceSpec,
+        binding: &HookBinding,
+        guest: &Guest,
+        candidates: Arc<Vec<Candidate>>,
+        call: impl FnOnce(&Guest, &CallContext) -> Result<T, CallError>,
+        check: impl FnOnce(&T) -> Result<(), String>,
+    ) -> Result<T, GuestFailure> {
+        let ctx = self.context(spec, binding, candidates);
+        let started = Instant::now();
+        let result = invoke(guest, binding.hook, &ctx, call, check);
+        self.record(binding, guest.name(), &result, started.elapsed());
+        result
+    }
+
+    /// Calls `guest` on a blocking thread, never holding up the async
+    /// workers, and gives up after the call's deadline plus a grace should
+    /// it not come back. Validates and records as
+    /// [`call_blocking`](Self::call_blocking).
+    pub async fn call<T: Send + 'static>(
+        &self,
+        spec: &ResourceSpec,
+        binding: &HookBinding,
+        guest: &Arc<Guest>,
+        candidates: Arc<Vec<Candidate>>,
+        call: impl FnOnce(&Guest, &CallContext) -> Result<T, CallError> + Send + 'static,
+        check: impl FnOnce(&T) -> Result<(), String> + Send + 'static,
+    ) -> Result<T, GuestFailure> {
+        let ctx = self.context(spec, binding, candidates);
+        let hook = binding.hook;
+        let for_call = guest.clone();
+        let started = Instant::now();
+        let task = tokio::task::spawn_blocking(move || invoke(&for_call, hook, &ctx, call, check));
+        let waited = binding.timeout + BACKSTOP_GRACE;
+        let result = match tokio::time::timeout(waited, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(join)) => Err(GuestFailure::Panicked {
+                guest: guest.name().to_owned(),
+                hook,
+                detail: join.to_string(),
+            }),
+            Err(_) => Err(GuestFailure::Backstop {
+                guest: guest.name().to_owned(),
+                hook,
+                waited,
+            }),
+        };
+        self.record(binding, guest.name(), &result, started.elapsed());
+        result
+    }
+
+    /// Metrics for every call; a log line when the hook's state changes.
+    fn record<T>(
+        &self,
+        binding: &HookBinding,
+        guest: &str,
+        result: &Result<T, GuestFailure>,
+        elapsed: Duration,
+    ) {
+        let hook = binding.hook;
+        let label = match result {
+            Ok(_) => "ok",
+            Err(failure) => failure.label(),
+        };
+        self.metrics
+            .observe_guest(&self.resource, guest, hook.interface(), label, elapsed);
+        let failed = match result {
+            Err(failure) if !failure.is_refusal() => Some(failure),
+            _ => None,
+        };
+        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        match failed {
+            Some(error) if failing.insert(hook) => {
+                tracing::warn!(resource = %self.resource, guest, %hook, %error, on_error = %binding.on_error, "guest hook failing");
+            }
+            Some(error) => {
+                tracing::debug!(resource = %self.resource, guest, %hook, %error, "guest hook still failing");
+            }
+            None if failing.remove(&hook) => {
+                tracing::info!(resource = %self.resource, guest, %hook, "guest hook recovered");
+            }
+            None => {}
+        }
+    }
+}
+
+fn invoke<T>(
+    guest: &Guest,
+    hook: Hook,
+    ctx: &CallContext,
+    call: impl FnOnce(&Guest, &CallContext) -> Result<T, CallError>,
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> Result<T, GuestFailure> {
+    let answer = call(guest, ctx).map_err(GuestFailure::Call)?;
+    check(&answer).map_err(|problem| GuestFailure::Invalid {
+        guest: guest.name().to_owned(),
+        hook,
+        problem,
+    })?;
+    Ok(answer)
+}

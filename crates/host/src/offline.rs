@@ -1,0 +1,80 @@
+//! A config directory loaded without serving it: what `check` prints and
+//! what `test` exercises. The same loading, guest checks and first
+//! discovery as `run` and every reload.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wdp_hardware::HostRoot;
+use wdp_policy::Hook;
+
+use crate::config;
+use crate::device_set::DeviceSet;
+use crate::error::HostError;
+use crate::metrics::Metrics;
+use crate::reload::{new_engine, prepare};
+use crate::resource::Resource;
+
+/// What `check` prints for one resource.
+#[derive(Clone, Debug)]
+pub struct ResourceReport {
+    /// The extended resource name.
+    pub resource: String,
+    /// The file it comes from.
+    pub file: PathBuf,
+    /// The socket file name it would serve.
+    pub socket: String,
+    /// Whether `PreStartContainer` is registered.
+    pub pre_start_required: bool,
+    /// Whether `GetPreferredAllocation` is registered.
+    pub get_preferred_allocation: bool,
+    /// Each bound hook with its guest's name.
+    pub hooks: Vec<(Hook, String)>,
+    /// What it would advertise now.
+    pub devices: DeviceSet,
+    /// Problems of the hardware scan.
+    pub warnings: Vec<String>,
+}
+
+/// A resource loaded offline, with the warnings of its first hardware scan.
+pub type LoadedResource = (Arc<Resource>, Vec<String>);
+
+/// Validates a config directory offline and reports what each resource
+/// would advertise. Blocking: call it from a blocking thread.
+pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>, HostError> {
+    Ok(load_offline(config_dir, host_root)?
+        .into_iter()
+        .map(|(resource, warnings)| {
+            let spec = resource.spec();
+            ResourceReport {
+                resource: resource.name().to_owned(),
+                file: spec.config.file.clone(),
+                socket: spec.config.socket.clone(),
+                pre_start_required: spec.config.pre_start_required,
+                get_preferred_allocation: spec.config.get_preferred_allocation,
+                hooks: spec
+                    .guests
+                    .iter()
+                    .map(|(h, g)| (*h, g.name().to_owned()))
+                    .collect(),
+                devices: (*resource.devices()).clone(),
+                warnings,
+            }
+        })
+        .collect())
+}
+
+/// Loads a config directory into resources that are not served: every
+/// guest loaded and smoke-tested, discovery and health run once. For
+/// `check` and for exercising hooks offline (`test`). Blocking.
+pub fn load_offline(config_dir: &Path, host_root: &Path) -> Result<Vec<LoadedResource>, HostError> {
+    let config = config::load_dir(config_dir)?;
+    let engine = new_engine(&config)?;
+    let specs = prepare(&engine, &config)?;
+    let root = HostRoot::new(host_root);
+    let metrics = Metrics::new();
+    specs
+        .into_values()
+        .map(|spec| Resource::new(spec, root.clone(), metrics.clone()))
+        .collect()
+}

@@ -1,0 +1,175 @@
+//! The decisions behind each kubelet RPC of a resource: check the request
+//! against the advertised set, ask the guest (or the built-in policy),
+//! validate the answer, and apply the hook's `on-error` policy. Everything
+//! read here comes from the swap point; nothing waits for a refresh.
+
+use tonic::Status;
+use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
+use wdp_policy::Hook;
+use wdp_policy::types::{DeviceRef, PreferredRequest};
+
+use crate::builtin;
+use crate::config::{HookBinding, OnError};
+use crate::convert::kubelet_response;
+use crate::device_set::AdvertisedDevice;
+use crate::guest_call::GuestFailure;
+use crate::resource::Resource;
+use crate::validate;
+
+impl Resource {
+    /// `GetPreferredAllocation` for one container.
+    pub async fn preferred(
+        &self,
+        available: &[String],
+        must_include: &[String],
+        size: i32,
+    ) -> Result<Vec<String>, Status> {
+        let set = self.devices();
+        let spec = self.spec();
+        let available_devices = set
+            .resolve(available, true)
+            .map_err(Status::invalid_argument)?;
+        set.resolve(must_include, true)
+            .map_err(Status::invalid_argument)?;
+        if let Some(id) = must_include.iter().find(|id| !available.contains(id)) {
+            return Err(Status::invalid_argument(format!(
+                "must-include device {id:?} is not among the available devices"
+            )));
+        }
+        let size = usize::try_from(size)
+            .map_err(|_| Status::invalid_argument(format!("allocation_size {size} is negative")))?;
+        if size > available.len() || size < must_include.len() {
+            return Err(Status::invalid_argument(format!(
+                "allocation_size {size} cannot be met from {} available devices with {} must-include",
+                available.len(),
+                must_include.len()
+            )));
+        }
+        let builtin = || builtin::preferred(&available_devices, must_include, size);
+        let Some((binding, guest)) = spec.bound(Hook::PreferredAllocation) else {
+            return Ok(builtin());
+        };
+        let request = PreferredRequest {
+            available: refs(&available_devices),
+            must_include: must_include.to_vec(),
+            size: size as u32,
+        };
+        let (available, must) = (available.to_vec(), must_include.to_vec());
+        let outcome = self
+            .caller
+            .call(
+                &spec,
+                binding,
+                guest,
+                self.present_candidates(),
+                move |g, ctx| g.choose(ctx, &request),
+                move |answer| validate::preferred(answer, &available, &must, size),
+            )
+            .await;
+        settle(binding, outcome, builtin)
+    }
+
+    /// `Allocate` for one container.
+    pub async fn allocate(&self, ids: &[String]) -> Result<ContainerAllocateResponse, Status> {
+        let set = self.devices();
+        let spec = self.spec();
+        let devices = set.resolve(ids, true).map_err(Status::invalid_argument)?;
+        let default = builtin::allocate(&devices, &spec.config.permissions);
+        let response = match spec.bound(Hook::Allocate) {
+            None => kubelet_response(default),
+            Some((binding, guest)) => {
+                let refs = refs(&devices);
+                let guest_default = default.clone();
+                let outcome = self
+                    .caller
+                    .call(
+                        &spec,
+                        binding,
+                        guest,
+                        self.present_candidates(),
+                        move |g, ctx| g.allocate(ctx, &refs, &guest_default).map(kubelet_response),
+                        validate::container_response,
+                    )
+                    .await;
+                settle(binding, outcome, || kubelet_response(default))?
+            }
+        };
+        validate::message_size(&response).map_err(Status::resource_exhausted)?;
+        self.metrics()
+            .allocated_devices
+            .get_or_create(&crate::metrics::ResourceLabel {
+                resource: self.name().to_owned(),
+            })
+            .inc_by(ids.len() as u64);
+        Ok(response)
+    }
+
+    /// `PreStartContainer`.
+    pub async fn pre_start(&self, ids: &[String]) -> Result<(), Status> {
+        let set = self.devices();
+        let spec = self.spec();
+        let devices = set.resolve(ids, true).map_err(Status::invalid_argument)?;
+        let builtin_check = || -> Result<(), Status> {
+            for d in &devices {
+                for node in &d.device.nodes {
+                    if !self
+                        .root()
+                        .resolve(std::path::Path::new(&node.path))
+                        .exists()
+                    {
+                        return Err(Status::failed_precondition(format!(
+                            "device {:?}: node {} is gone",
+                            d.id(),
+                            node.path
+                        )));
+                    }
+                }
+            }
+            Ok(())
+        };
+        let Some((binding, guest)) = spec.bound(Hook::PreStart) else {
+            return builtin_check();
+        };
+        let refs = refs(&devices);
+        let outcome = self
+            .caller
+            .call(
+                &spec,
+                binding,
+                guest,
+                self.present_candidates(),
+                move |g, ctx| g.pre_start(ctx, &refs),
+                |()| Ok(()),
+            )
+            .await;
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(failure) if failure.is_refusal() => Err(Status::failed_precondition(format!(
+                "pre-start refused: {failure}"
+            ))),
+            Err(failure) => match binding.on_error {
+                OnError::Fail => Err(failure.into_status()),
+                OnError::Builtin => builtin_check(),
+            },
+        }
+    }
+}
+
+fn refs(devices: &[&AdvertisedDevice]) -> Vec<DeviceRef> {
+    devices.iter().map(|d| d.device.clone()).collect()
+}
+
+/// Applies the binding's failure policy to a guest outcome.
+fn settle<T>(
+    binding: &HookBinding,
+    outcome: Result<T, GuestFailure>,
+    builtin: impl FnOnce() -> T,
+) -> Result<T, Status> {
+    match outcome {
+        Ok(value) => Ok(value),
+        Err(failure) => match binding.on_error {
+            OnError::Fail => Err(failure.into_status()),
+            OnError::Builtin => Ok(builtin()),
+        },
+    }
+}
