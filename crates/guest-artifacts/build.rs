@@ -103,6 +103,24 @@ const GUESTS: &[GuestCrate] = &[
         doc: "Refused at load: a health guest built against the WIT package at 0.2.0.",
     },
     GuestCrate {
+        package: "hostile-feedback-writer",
+        constant: "HOSTILE_FEEDBACK_WRITER",
+        example: false,
+        doc: "Test health guest: writes a granted attribute of every candidate on every call.",
+    },
+    GuestCrate {
+        package: "hostile-size-bomb",
+        constant: "HOSTILE_SIZE_BOMB",
+        example: false,
+        doc: "Test guest (discovery, allocate): huge replica counts and a 5 MiB answer once given work.",
+    },
+    GuestCrate {
+        package: "hostile-busy-health",
+        constant: "HOSTILE_BUSY_HEALTH",
+        example: false,
+        doc: "Test health guest: spins to its deadline while a candidate's `busy` attribute reads 1.",
+    },
+    GuestCrate {
         package: "compat-newer-patch",
         constant: "COMPAT_NEWER_PATCH",
         example: false,

@@ -16,7 +16,9 @@ use wdp_hardware::{Candidate, HostRoot};
 use wdp_policy::{CallContext, CallError, CallErrorKind, Guest, Hook};
 
 use crate::config::HookBinding;
-use crate::metrics::Metrics;
+use prometheus_client::metrics::gauge::Gauge;
+
+use crate::metrics::{GuestLabels, Metrics};
 use crate::services::ResourceServices;
 use crate::spec::{ResourceSpec, limits};
 
@@ -163,6 +165,7 @@ impl GuestCaller {
     ) -> Result<T, GuestFailure> {
         let ctx = self.context(spec, binding, candidates);
         let started = Instant::now();
+        let _in_flight = self.in_flight(binding, guest.name());
         let result = invoke(guest, binding.hook, &ctx, call, check);
         self.record(binding, guest.name(), &result, started.elapsed());
         result
@@ -185,7 +188,11 @@ impl GuestCaller {
         let hook = binding.hook;
         let for_call = guest.clone();
         let started = Instant::now();
-        let task = tokio::task::spawn_blocking(move || invoke(&for_call, hook, &ctx, call, check));
+        let in_flight = self.in_flight(binding, guest.name());
+        let task = tokio::task::spawn_blocking(move || {
+            let _in_flight = in_flight;
+            invoke(&for_call, hook, &ctx, call, check)
+        });
         let waited = binding.timeout + BACKSTOP_GRACE;
         let result = match tokio::time::timeout(waited, task).await {
             Ok(Ok(result)) => result,
@@ -202,6 +209,21 @@ impl GuestCaller {
         };
         self.record(binding, guest.name(), &result, started.elapsed());
         result
+    }
+
+    /// Counts a call as running until the returned guard is dropped.
+    fn in_flight(&self, binding: &HookBinding, guest: &str) -> InFlight {
+        let gauge = self
+            .metrics
+            .guest_calls_in_flight
+            .get_or_create(&GuestLabels {
+                resource: self.resource.clone(),
+                guest: guest.to_owned(),
+                hook: binding.hook.interface().to_owned(),
+            })
+            .clone();
+        gauge.inc();
+        InFlight(gauge)
     }
 
     /// Metrics for every call; a log line when the hook's state changes.
@@ -236,6 +258,15 @@ impl GuestCaller {
             }
             None => {}
         }
+    }
+}
+
+/// Keeps a call counted in `guest_calls_in_flight` while it lives.
+struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

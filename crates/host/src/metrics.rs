@@ -104,6 +104,8 @@ pub struct Metrics {
     pub guest_calls: Family<GuestResultLabels, Counter>,
     /// `wasm_device_plugin_guest_call_duration_seconds`.
     pub guest_duration: Family<GuestLabels, Histogram>,
+    /// `wasm_device_plugin_guest_calls_in_flight`.
+    pub guest_calls_in_flight: Family<GuestLabels, Gauge>,
     /// `wasm_device_plugin_reloads_total`.
     pub reloads: Family<ResultLabel, Counter>,
     /// `wasm_device_plugin_config_valid`.
@@ -163,6 +165,12 @@ impl Metrics {
             "Time of a guest hook call, instantiation included",
             guest_duration.clone(),
         );
+        let guest_calls_in_flight = Family::<GuestLabels, Gauge>::default();
+        registry.register(
+            "guest_calls_in_flight",
+            "Guest hook calls running right now",
+            guest_calls_in_flight.clone(),
+        );
         let reloads = Family::<ResultLabel, Counter>::default();
         registry.register(
             "reloads",
@@ -201,6 +209,7 @@ impl Metrics {
             rpc_duration,
             guest_calls,
             guest_duration,
+            guest_calls_in_flight,
             reloads,
             config_valid,
             registrations,

@@ -1,0 +1,128 @@
+//! A host started in-process against the simulated kubelet, on a scratch
+//! copy of a fixture tree.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tempfile::TempDir;
+use wdp_host::{Host, HostOptions, Metrics};
+use wdp_kubelet_sim::SimKubelet;
+
+/// Generous bound for events that normally take milliseconds.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A scratch world: host root, config dir and device-plugin folder.
+pub struct World {
+    pub tmp: TempDir,
+}
+
+impl World {
+    /// An empty world, or one whose root is a copy of `tests/fixtures/<name>`.
+    pub fn new(fixture: Option<&str>) -> Self {
+        let tmp = tempfile::Builder::new()
+            .prefix("wdp-host-")
+            .tempdir()
+            .unwrap();
+        for d in ["root/dev", "config/guests", "plugins"] {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        if let Some(fixture) = fixture {
+            let source = format!(
+                "{}/../../tests/fixtures/{fixture}/.",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let status = std::process::Command::new("cp")
+                .args(["-a", &source])
+                .arg(tmp.path().join("root"))
+                .status()
+                .unwrap();
+            assert!(status.success(), "copying fixture {fixture}");
+        }
+        Self { tmp }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.tmp.path().join("root")
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.tmp.path().join("config")
+    }
+
+    pub fn plugins(&self) -> PathBuf {
+        self.tmp.path().join("plugins")
+    }
+
+    /// Writes `text` at host path `path` under the root (parents created).
+    pub fn write_host(&self, path: &str, text: &str) {
+        let real = self.root().join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+        std::fs::write(real, text).unwrap();
+    }
+
+    /// Copies a built guest into `config/guests/<name>`.
+    pub fn install_guest(&self, built: &str, name: &str) {
+        std::fs::copy(built, self.config().join("guests").join(name)).unwrap();
+    }
+
+    pub fn write_config(&self, name: &str, text: &str) {
+        std::fs::write(self.config().join(name), text).unwrap();
+    }
+
+    pub fn options(&self) -> HostOptions {
+        HostOptions {
+            config_dir: self.config(),
+            device_plugin_dir: self.plugins(),
+            host_root: self.root(),
+        }
+    }
+
+    pub async fn kubelet(&self) -> SimKubelet {
+        SimKubelet::start(self.plugins()).await.unwrap()
+    }
+
+    pub async fn start(&self) -> Arc<Host> {
+        Host::start(self.options(), Metrics::new()).await.unwrap()
+    }
+}
+
+/// The value of the sample `name{labels…}` in a text exposition (0 when
+/// absent); `labels` must all match.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(series, _)| {
+            series.split('{').next() == Some(name)
+                && labels
+                    .iter()
+                    .all(|(k, v)| series.contains(&format!("{k}=\"{v}\"")))
+        })
+        .map(|(_, value)| value.parse::<f64>().unwrap())
+        .sum()
+}
+
+/// Waits until `condition` holds for the host's metrics.
+pub async fn wait_metrics(host: &Host, what: &str, condition: impl Fn(&str) -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    loop {
+        tick.tick().await;
+        let text = host.metrics().encode();
+        if condition(&text) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}; metrics:\n{text}"
+        );
+    }
+}
+
+/// Whether `path` exists under the root.
+pub fn exists(root: &Path, path: &str) -> bool {
+    root.join(path.trim_start_matches('/')).exists()
+}
