@@ -11,3 +11,4 @@ mod hardware;
 mod ops;
 mod polyglot;
 mod reload;
+mod visibility;

@@ -123,3 +123,86 @@ async fn a_guests_own_writes_do_not_wake_its_health_again() {
     assert_eq!(written.unwrap(), "D0", "the guest's write went through");
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_bombs_are_refused_by_guest_and_hook_and_the_last_state_serves() {
+    let world = World::new(None);
+    world.install_guest(wdp_guest_artifacts::HOSTILE_SIZE_BOMB, "bomb.wasm");
+    world.write_host("/dev/bomb0", "");
+    world.write_host("/dev/solo", "");
+    world.write_config(
+        "host.toml",
+        "version = 1\npoll-interval-ms = 60000\nreload-debounce-ms = 20\n",
+    );
+    world.write_config(
+        "bomb.toml",
+        r#"version = 1
+resource = "example.com/bomb"
+[[nodes]]
+path = "/dev/bomb*"
+[hooks.discovery]
+guest = "guests/bomb.wasm"
+[hooks.allocate]
+guest = "guests/bomb.wasm"
+on-error = "builtin"
+"#,
+    );
+    world.write_config(
+        "solo.toml",
+        r#"version = 1
+resource = "example.com/solo"
+[[nodes]]
+path = "/dev/solo"
+[hooks.allocate]
+guest = "guests/bomb.wasm"
+on-error = "fail"
+"#,
+    );
+    let kubelet = world.kubelet().await;
+    let host = world.start().await;
+    let bomb = kubelet
+        .wait_registered("example.com/bomb", 1, WAIT)
+        .await
+        .unwrap();
+    kubelet
+        .wait_registered("example.com/solo", 1, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(bomb.devices.len(), 1);
+    let first = bomb.devices[0].id.clone();
+
+    // A second node turns discovery into 2 × 4,294,967,295 device IDs:
+    // refused before anything is built, the last list keeps serving.
+    world.write_host("/dev/bomb1", "");
+    wait_metrics(&host, "the refused discovery answer", |m| {
+        sample(
+            m,
+            "wasm_device_plugin_guest_calls_total",
+            &[("hook", "discovery"), ("result", "invalid-answer")],
+        ) >= 1.0
+    })
+    .await;
+    let served = host.resource("example.com/bomb").await.unwrap().devices();
+    let ids: Vec<&str> = served.devices().iter().map(|d| d.id()).collect();
+    assert_eq!(ids, [first.as_str()]);
+
+    // A 5 MiB Allocate answer: with on-error = builtin the built-in answer
+    // is served; with fail the kubelet is told which guest and hook.
+    let mut client = kubelet.client("example.com/bomb").await.unwrap();
+    let answer = client
+        .allocate(allocate_one(&first))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = &answer.container_responses[0];
+    assert!(response.envs.is_empty(), "the oversized answer was served");
+    assert_eq!(response.devices[0].host_path, "/dev/bomb0");
+
+    let mut solo = kubelet.client("example.com/solo").await.unwrap();
+    let status = solo.allocate(allocate_one("solo")).await.unwrap_err();
+    let message = status.message();
+    for part in ["bomb.wasm", "allocate", "4194304-byte"] {
+        assert!(message.contains(part), "{part:?} missing from {message:?}");
+    }
+    host.shutdown().await;
+}

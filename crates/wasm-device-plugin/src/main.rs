@@ -124,6 +124,8 @@ fn init_tracing(format: LogFormat, default_filter: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour only for a person at a terminal, never in a collected log.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -134,9 +136,11 @@ fn init_tracing(format: LogFormat, default_filter: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo prints its own story; its logs only speak up for problems.
+    // notify reports an expected race (a watch the kernel already
+    // dropped) at info; it is noise to an operator.
     let default_filter = match cli.command {
         Command::Demo(_) | Command::Test(_) => "warn",
-        _ => "info",
+        _ => "info,notify=warn",
     };
     init_tracing(cli.log_format, default_filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -159,6 +163,9 @@ fn main() -> ExitCode {
             Command::Record(args) => record(args),
         }
     });
+    // A guest call still running on a blocking thread (a slow hook near its
+    // deadline) must not hold up the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
