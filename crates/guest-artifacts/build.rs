@@ -160,10 +160,13 @@ fn main() {
 
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
-    command
-        .current_dir(&guests_dir)
-        .args(["build", "--release", "--workspace", "--target", TARGET])
-        .env("CARGO_TARGET_DIR", &target_dir);
+    command.current_dir(&guests_dir).args([
+        "build",
+        "--release",
+        "--workspace",
+        "--target",
+        TARGET,
+    ]);
     for (key, _) in env::vars_os() {
         let Some(key) = key.to_str() else { continue };
         let leaky_cargo =
@@ -172,6 +175,9 @@ fn main() {
             command.env_remove(key);
         }
     }
+    // After the removals: the outer build's own CARGO_TARGET_DIR (when the
+    // user set one) is among them, and must not undo this one.
+    command.env("CARGO_TARGET_DIR", &target_dir);
     let status = command.status().unwrap_or_else(|e| {
         panic!(
             "cannot run cargo to build the guests in {}: {e}",
