@@ -1,6 +1,7 @@
 //! Builds the guests workspace (`guests/`) for `wasm32-wasip2` with a
-//! nested cargo, generates `pub const` paths to every built guest, and
-//! copies the example guests into `config/guests/` for the shipped config.
+//! nested cargo and generates `pub const` paths to every built guest.
+//! It writes only under `target/`: `bash guests/build.sh` is what puts the
+//! example guests into `config/guests/` for the shipped configuration.
 
 use std::collections::BTreeSet;
 use std::env;
@@ -13,11 +14,12 @@ const TARGET: &str = "wasm32-wasip2";
 
 /// A guest crate of the guests workspace.
 struct GuestCrate {
-    /// Package name (kebab-case); also the name under `config/guests/`.
+    /// Package name (kebab-case).
     package: &'static str,
     /// Name of the generated constant.
     constant: &'static str,
-    /// Copied into `config/guests/` (the example guests).
+    /// One of the example guests (listed in `EXAMPLES`; `guests/build.sh`
+    /// copies these into `config/guests/`), not a test guest.
     example: bool,
     /// What it is, for the generated docs.
     doc: &'static str,
@@ -171,16 +173,18 @@ fn main() {
 
     watch(&guests_dir);
     watch(&wit_dir);
-    println!("cargo::rerun-if-env-changed=WDP_SKIP_GUEST_COPY");
 
     check_target_installed();
 
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
-    command
-        .current_dir(&guests_dir)
-        .args(["build", "--release", "--workspace", "--target", TARGET])
-        .env("CARGO_TARGET_DIR", &target_dir);
+    command.current_dir(&guests_dir).args([
+        "build",
+        "--release",
+        "--workspace",
+        "--target",
+        TARGET,
+    ]);
     for (key, _) in env::vars_os() {
         let Some(key) = key.to_str() else { continue };
         let leaky_cargo =
@@ -189,6 +193,9 @@ fn main() {
             command.env_remove(key);
         }
     }
+    // After the removals: the outer build's own CARGO_TARGET_DIR (when the
+    // user set one) is among them, and must not undo this one.
+    command.env("CARGO_TARGET_DIR", &target_dir);
     let status = command.status().unwrap_or_else(|e| {
         panic!(
             "cannot run cargo to build the guests in {}: {e}",
@@ -243,21 +250,6 @@ fn main() {
     .unwrap();
     let generated = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR")).join("guests.rs");
     write_if_changed(&generated, code.as_bytes());
-
-    if env::var_os("WDP_SKIP_GUEST_COPY").is_none() {
-        let config_guests = workspace.join("config").join("guests");
-        fs::create_dir_all(&config_guests)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", config_guests.display()));
-        for guest in GUESTS.iter().filter(|g| g.example) {
-            let built = out_dir.join(format!("{}.wasm", guest.package.replace('-', "_")));
-            let bytes =
-                fs::read(&built).unwrap_or_else(|e| panic!("cannot read {}: {e}", built.display()));
-            write_if_changed(
-                &config_guests.join(format!("{}.wasm", guest.package)),
-                &bytes,
-            );
-        }
-    }
 }
 
 /// Fails early, with the fix, when the standard library for the target is

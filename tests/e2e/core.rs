@@ -402,3 +402,26 @@ async fn a_vanishing_node_reaches_the_kubelet_without_waiting_for_a_poll() {
             .unwrap_or_else(|e| panic!("{node} back: {e}\n{}", plugin.log()));
     }
 }
+
+#[tokio::test]
+async fn demo_without_built_guests_says_how_to_build_them() {
+    // The shipped configuration as a fresh checkout has it: no config/guests/.
+    let world = World::new();
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config");
+    for entry in std::fs::read_dir(shipped).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "toml") {
+            std::fs::copy(entry.path(), world.config().join(entry.file_name())).unwrap();
+        }
+    }
+    let (code, _, stderr) = run_to_end(&[
+        "demo",
+        "--once",
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0, "the demo ran without its guests");
+    assert!(stderr.contains("presence-health.wasm"), "{stderr}");
+    assert!(stderr.contains("bash guests/build.sh"), "{stderr}");
+}

@@ -7,13 +7,16 @@
 //! device's sysfs directory, writes only where granted ([`read_attribute`],
 //! [`write_attribute`]); and a [`ChangeWatcher`] that turns inotify events
 //! into wake-ups for health checks; and [`record`], which copies what
-//! discovery reads into a snapshot tree usable as a host root. Reads go through the root; every path
-//! reported is a host path (root stripped). Odd sysfs entries never fail a
-//! scan: they are skipped or left out with a warning naming the path.
+//! discovery reads into a snapshot tree usable as a host root. Reads go
+//! through the root; every path reported is a host path (root stripped).
+//! Odd sysfs entries never fail a scan: they are skipped or left out with a
+//! warning naming the path.
 //!
 //! It does not run guests, talk to the kubelet, decide health or poll (the
 //! host does those), does not follow uevents/netlink, and never changes the
 //! hardware except through [`write_attribute`].
+
+#![warn(missing_docs)]
 
 mod access;
 mod candidate;

@@ -20,8 +20,11 @@ use crate::root::HostRoot;
 /// What a recording wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecordSummary {
+    /// Regular files copied (sysfs attributes, NUMA and driver information).
     pub files: usize,
+    /// Symbolic links recreated (sysfs's links between devices and buses).
     pub links: usize,
+    /// Device nodes stood in for by empty regular files.
     pub nodes: usize,
 }
 

@@ -4,7 +4,13 @@
 //! plugin-watcher path). Everything here is generated at build time from the
 //! protos in `proto/`, which are wire-identical to upstream `k8s.io/kubelet`;
 //! this crate holds no hand-written logic beyond the constants the upstream
-//! Go package exports.
+//! Go package exports and [`connect_unix`], which dials a Unix socket.
+//!
+//! The generated modules allow `missing_docs` (their docs are the protos'
+//! comments, where upstream wrote any); everything hand-written is
+//! documented.
+
+#![warn(missing_docs)]
 
 /// The device-plugin API, package `v1beta1`.
 pub mod v1beta1 {

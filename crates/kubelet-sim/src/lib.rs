@@ -15,6 +15,8 @@
 //! recorded as protocol violations. It does not model checkpoints, NUMA
 //! alignment or the 5-minute grace period.
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,27 +39,40 @@ use wdp_kubelet_api::v1beta1::{
 /// Errors of the simulated kubelet.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// The kubelet's registration socket could not be served.
     #[error("cannot serve {path}: {source}")]
     Bind {
+        /// The socket (`kubelet.sock` in the simulated kubelet's folder).
         path: PathBuf,
+        /// Why binding or listening failed.
         #[source]
         source: std::io::Error,
     },
+    /// An RPC or an admission named a resource that has not registered.
     #[error("resource {0} is not registered")]
     NotRegistered(String),
+    /// A wait ran out: how long was waited, and for what.
     #[error("timed out after {0:?} waiting for {1}")]
     Timeout(Duration, String),
+    /// The plugin's socket could not be dialled back.
     #[error("cannot dial plugin {path}: {source}")]
     Dial {
+        /// The plugin's socket.
         path: PathBuf,
+        /// The transport's error.
         #[source]
         source: tonic::transport::Error,
     },
+    /// A device-plugin RPC returned an error status.
     #[error("{rpc} failed: {status}")]
     Rpc {
+        /// The RPC, e.g. `Allocate`.
         rpc: &'static str,
+        /// The status the plugin answered.
         status: Box<Status>,
     },
+    /// An admission could not go ahead (too few healthy free devices, or
+    /// an `Allocate` answer without a container response).
     #[error("admission refused: {0}")]
     Admission(String),
 }
@@ -101,6 +116,7 @@ impl PluginRecord {
 /// The kubelet's view of every plugin, published on a watch channel.
 #[derive(Clone, Debug, Default)]
 pub struct SimState {
+    /// Every resource that registered, by resource name.
     pub plugins: BTreeMap<String, PluginRecord>,
     /// Device IDs handed out per resource by [`SimKubelet::admit`].
     pub allocated: BTreeMap<String, BTreeSet<String>>,
@@ -117,6 +133,7 @@ pub struct Admission {
     pub preferred: Option<Vec<String>>,
     /// The device IDs sent to `Allocate`.
     pub devices: Vec<String>,
+    /// The plugin's `Allocate` answer for the container.
     pub response: ContainerAllocateResponse,
     /// Whether `PreStartContainer` was called (and succeeded).
     pub pre_started: bool,

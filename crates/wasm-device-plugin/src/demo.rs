@@ -5,7 +5,7 @@
 //! list changes until interrupted.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -50,7 +50,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         Metrics::new(),
     )
     .await
-    .with_context(|| format!("starting the host on {}", args.config_dir.display()))?;
+    .map_err(|error| {
+        let error = anyhow::Error::new(error).context(format!(
+            "starting the host on {}",
+            args.config_dir.display()
+        ));
+        match missing_guests_hint(&args.config_dir) {
+            Some(hint) => anyhow::anyhow!("{error:#}\n\n{hint}"),
+            None => error,
+        }
+    })?;
     if let Some(addr) = args.metrics_addr {
         crate::http::serve(addr, host.clone()).await?;
     }
@@ -172,4 +181,29 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     host.shutdown().await;
     Ok(())
+}
+
+/// When guests the configuration refers to do not exist (the usual reason
+/// the demo cannot start on a fresh checkout), names them and says how the
+/// example guests are built. `None` when every guest is there.
+fn missing_guests_hint(config_dir: &Path) -> Option<String> {
+    let config = wdp_host::config::load_dir(config_dir).ok()?;
+    let mut missing: Vec<String> = config
+        .resources
+        .values()
+        .flat_map(|resource| &resource.hooks)
+        .filter(|binding| !binding.guest.exists())
+        .map(|binding| format!("  {}", binding.guest.display()))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    missing.sort();
+    missing.dedup();
+    Some(format!(
+        "These guests are missing:\n{}\n\
+         The example guests are built into config/guests/ by `bash guests/build.sh` \
+         (after `rustup target add wasm32-wasip2`); run it, then the demo again.",
+        missing.join("\n")
+    ))
 }
