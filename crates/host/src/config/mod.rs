@@ -4,9 +4,9 @@
 //!
 //! The schema is documented key by key in `docs/config-reference.md`.
 //!
-//! Three jobs, one module each: [`schema`] holds the TOML structs as
-//! written, [`validate`] turns one parsed resource file into a
-//! [`ResourceConfig`], and [`load`] reads the directory (special files and
+//! Three jobs, one module each: `schema` holds the TOML structs as
+//! written, `validate` turns one parsed resource file into a
+//! [`ResourceConfig`], and `load` reads the directory (special files and
 //! oversized files refused without blocking) into a [`ConfigSet`].
 
 mod load;

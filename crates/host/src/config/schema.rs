@@ -1,7 +1,7 @@
 //! The TOML schema of the configuration directory, as written: the serde
 //! structs of `host.toml` and of a resource file, their defaults, and the
 //! parser that turns a file's text into them. Nothing here judges values
-//! beyond their types; that is [`super::validate`]'s job.
+//! beyond their types; that is `validate`'s job.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
