@@ -87,6 +87,12 @@ const GUESTS: &[GuestCrate] = &[
         doc: "Hostile guest (every hook): answers that a validator must refuse.",
     },
     GuestCrate {
+        package: "hostile-stderr-writer",
+        constant: "HOSTILE_STDERR_WRITER",
+        example: false,
+        doc: "Hostile guest (every hook): writes to stderr, then answers politely.",
+    },
+    GuestCrate {
         package: "hostile-wrong-export",
         constant: "HOSTILE_WRONG_EXPORT",
         example: false,

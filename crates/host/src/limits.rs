@@ -17,3 +17,9 @@ pub const MAX_DEVICES_PER_RESOURCE: usize = KUBELET_MAX_MESSAGE_BYTES / MIN_DEVI
 
 /// The largest config file (`host.toml` or a resource file) read.
 pub const MAX_CONFIG_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The most bytes a Unix socket path may have on Linux: `sun_path` holds
+/// 108 bytes and the last must be the terminating NUL. A resource's socket
+/// name joined with the device-plugin directory must fit, and a socket name
+/// longer than this can never fit whatever the directory.
+pub const MAX_SOCKET_PATH_BYTES: usize = 107;

@@ -3,9 +3,12 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -18,8 +21,14 @@ use crate::guest::{Guest, Prepared};
 use crate::host::{self, CallState};
 use crate::{CallLimits, CallObserver};
 
-/// How many compiled guests the in-memory cache keeps (by content hash).
-const COMPILED_CACHE_ENTRIES: usize = 64;
+/// The largest guest file [`PolicyEngine::load_file`] reads: 64 MiB, room
+/// for the biggest toolchain output (a componentize-py guest, which embeds
+/// a Python interpreter, is about 18 MiB).
+pub const MAX_GUEST_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Default of [`EngineSettings::unused_cache_bytes`]: 4 MiB, about a dozen
+/// compiled Rust guests.
+pub const DEFAULT_UNUSED_CACHE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Settings of a [`PolicyEngine`].
 #[derive(Clone)]
@@ -48,6 +57,13 @@ pub struct EngineSettings {
     pub load_limits: CallLimits,
     /// Told about every finished call (metrics). Default `None`.
     pub observer: Option<Arc<dyn CallObserver>>,
+    /// How many bytes of compiled code the engine keeps for guests that
+    /// no loaded [`Guest`] uses any more, so that loading a recent build
+    /// again does not recompile it. Compiled guests still in use are
+    /// always found without recompiling, whatever this says; the least
+    /// recently loaded unused builds go first. Default
+    /// [`DEFAULT_UNUSED_CACHE_BYTES`]; 0 keeps none.
+    pub unused_cache_bytes: u64,
 }
 
 impl Default for EngineSettings {
@@ -60,6 +76,7 @@ impl Default for EngineSettings {
             pooling: true,
             load_limits: CallLimits::default(),
             observer: None,
+            unused_cache_bytes: DEFAULT_UNUSED_CACHE_BYTES,
         }
     }
 }
@@ -74,6 +91,7 @@ impl fmt::Debug for EngineSettings {
             .field("pooling", &self.pooling)
             .field("load_limits", &self.load_limits)
             .field("observer", &self.observer.as_ref().map(|_| ".."))
+            .field("unused_cache_bytes", &self.unused_cache_bytes)
             .finish()
     }
 }
@@ -160,25 +178,98 @@ impl fmt::Debug for PolicyEngine {
     }
 }
 
-#[derive(Default)]
+/// What the compiled-guest cache holds; see [`PolicyEngine::cache_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Compiled guests alive (in use, kept, or both).
+    pub live_entries: usize,
+    /// Compiled guests only the cache keeps alive (no loaded guest uses them).
+    pub unused_entries: usize,
+    /// Bytes of compiled code of those unused guests.
+    pub unused_bytes: u64,
+}
+
+/// Compiled guests by content hash.
+///
+/// Every compiled guest that is alive anywhere is found through a weak
+/// reference, so a guest in use is never compiled twice. Besides, the
+/// cache keeps recently loaded builds alive itself (newest last), but
+/// those that nothing else uses only up to a byte budget: memory stays
+/// bounded whatever the number of distinct builds loaded over time.
 struct CompiledCache {
-    entries: HashMap<String, Arc<Prepared>>,
-    order: VecDeque<String>,
+    live: HashMap<String, Weak<Prepared>>,
+    kept: VecDeque<Arc<Prepared>>,
+    unused_budget: u64,
 }
 
 impl CompiledCache {
-    fn get(&self, hash: &str) -> Option<Arc<Prepared>> {
-        self.entries.get(hash).cloned()
+    fn new(unused_budget: u64) -> Self {
+        Self {
+            live: HashMap::new(),
+            kept: VecDeque::new(),
+            unused_budget,
+        }
     }
 
-    fn insert(&mut self, hash: String, prepared: Arc<Prepared>) {
-        if self.entries.insert(hash.clone(), prepared).is_none() {
-            self.order.push_back(hash);
-        }
-        while self.order.len() > COMPILED_CACHE_ENTRIES {
-            if let Some(old) = self.order.pop_front() {
-                self.entries.remove(&old);
+    fn get(&mut self, hash: &str) -> Option<Arc<Prepared>> {
+        let prepared = self.live.get(hash)?.upgrade()?;
+        // Most recently used goes last.
+        self.kept.retain(|p| !Arc::ptr_eq(p, &prepared));
+        self.kept.push_back(Arc::clone(&prepared));
+        self.evict();
+        Some(prepared)
+    }
+
+    fn insert(&mut self, prepared: Arc<Prepared>) {
+        self.live
+            .insert(prepared.hash().to_owned(), Arc::downgrade(&prepared));
+        self.kept.push_back(prepared);
+        self.evict();
+    }
+
+    /// Whether only the cache holds `prepared`.
+    fn unused(prepared: &Arc<Prepared>) -> bool {
+        Arc::strong_count(prepared) == 1
+    }
+
+    /// Drops the oldest unused builds until the unused ones fit the budget,
+    /// and forgets hashes whose compiled guest is gone.
+    fn evict(&mut self) {
+        let mut unused_bytes: u64 = self
+            .kept
+            .iter()
+            .filter(|p| Self::unused(p))
+            .map(|p| p.compiled_bytes())
+            .sum();
+        let mut i = 0;
+        while unused_bytes > self.unused_budget && i < self.kept.len() {
+            if Self::unused(&self.kept[i]) {
+                if let Some(gone) = self.kept.remove(i) {
+                    unused_bytes = unused_bytes.saturating_sub(gone.compiled_bytes());
+                }
+            } else {
+                i += 1;
             }
+        }
+        self.live.retain(|_, weak| weak.strong_count() > 0);
+    }
+
+    fn retain(&mut self, keep: &mut dyn FnMut(&str) -> bool) {
+        self.kept.retain(|p| keep(p.hash()));
+        self.evict();
+    }
+
+    fn stats(&mut self) -> CacheStats {
+        self.evict();
+        let unused: Vec<&Arc<Prepared>> = self.kept.iter().filter(|p| Self::unused(p)).collect();
+        CacheStats {
+            live_entries: self
+                .live
+                .values()
+                .filter(|weak| weak.strong_count() > 0)
+                .count(),
+            unused_entries: unused.len(),
+            unused_bytes: unused.iter().map(|p| p.compiled_bytes()).sum(),
         }
     }
 }
@@ -267,7 +358,7 @@ impl PolicyEngine {
                 pooling,
                 _ticker: ticker,
             }),
-            cache: Mutex::new(CompiledCache::default()),
+            cache: Mutex::new(CompiledCache::new(settings.unused_cache_bytes)),
         })
     }
 
@@ -277,11 +368,14 @@ impl PolicyEngine {
     }
 
     /// Loads a guest from a file; the guest's name is the file name.
+    ///
+    /// Only a regular file (symlinks followed) of at most
+    /// [`MAX_GUEST_FILE_BYTES`] is read, and it is opened without
+    /// blocking: `/dev/zero`, a FIFO or a directory is refused by name
+    /// ([`LoadError::NotAFile`], [`LoadError::TooLarge`]) instead of being
+    /// read without end or hanging the caller.
     pub fn load_file(&self, path: &Path) -> Result<Arc<Guest>, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = read_guest_file(path)?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -295,19 +389,12 @@ impl PolicyEngine {
     /// every exported hook in a throwaway instance.
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<Arc<Guest>, LoadError> {
         let hash = content_hash(bytes);
-        let cached = self
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&hash);
+        let cached = self.cache().get(&hash);
         let prepared = match cached {
             Some(prepared) => prepared,
             None => {
                 let prepared = Arc::new(Prepared::new(&self.shared, name, &hash, bytes)?);
-                self.cache
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(hash, Arc::clone(&prepared));
+                self.cache().insert(Arc::clone(&prepared));
                 prepared
             }
         };
@@ -316,6 +403,28 @@ impl PolicyEngine {
             prepared,
             Arc::clone(&self.shared),
         )))
+    }
+
+    /// Drops from the compiled-guest cache every build whose content hash
+    /// `keep` refuses. Call it after a reload with the hashes the new
+    /// configuration uses (or `|_| false`): builds nothing uses any more
+    /// are freed at once instead of waiting for the byte budget
+    /// ([`EngineSettings::unused_cache_bytes`]) to push them out. Guests
+    /// still loaded keep working and are still found by hash without
+    /// recompiling; their compiled code is freed when the last of them is
+    /// dropped.
+    pub fn retain_compiled(&self, mut keep: impl FnMut(&str) -> bool) {
+        self.cache().retain(&mut keep);
+    }
+
+    /// What the compiled-guest cache holds now (after applying the byte
+    /// budget, which is otherwise applied on every load).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache().stats()
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, CompiledCache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Compiles `bytes` without keeping or checking anything: how long
@@ -328,6 +437,66 @@ impl PolicyEngine {
                 detail: format!("{e:#}"),
             })
     }
+}
+
+/// Reads a guest file: a regular file only (symlinks followed), at most
+/// [`MAX_GUEST_FILE_BYTES`], opened without blocking.
+fn read_guest_file(path: &Path) -> Result<Vec<u8>, LoadError> {
+    let read_error = |source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    // The type is checked before opening: opening some devices has effects.
+    let meta = std::fs::metadata(path).map_err(read_error)?;
+    refuse_special(path, &meta)?;
+    let file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(read_error)?;
+    // And again on what was opened, in case the entry changed in between.
+    refuse_special(path, &file.metadata().map_err(read_error)?)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_GUEST_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_GUEST_FILE_BYTES {
+        return Err(LoadError::TooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_GUEST_FILE_BYTES,
+        });
+    }
+    Ok(bytes)
+}
+
+fn refuse_special(path: &Path, meta: &std::fs::Metadata) -> Result<(), LoadError> {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        if meta.len() > MAX_GUEST_FILE_BYTES {
+            return Err(LoadError::TooLarge {
+                path: path.to_path_buf(),
+                limit: MAX_GUEST_FILE_BYTES,
+            });
+        }
+        return Ok(());
+    }
+    let kind = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(LoadError::NotAFile {
+        path: path.to_path_buf(),
+        kind,
+    })
 }
 
 /// Lower-case hex SHA-256 of `bytes`.

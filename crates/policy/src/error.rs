@@ -38,6 +38,23 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The guest path is not a regular file (after following symlinks): a
+    /// device such as `/dev/zero`, a FIFO, a directory, a socket.
+    #[error("guest {path}: {kind}, not a regular file; a guest must be a .wasm component file")]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead, in words (`a FIFO`, `a directory`, ...).
+        kind: &'static str,
+    },
+    /// The guest file is larger than [`crate::MAX_GUEST_FILE_BYTES`].
+    #[error("guest {path}: larger than {limit} bytes, the most a guest file may have")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
     /// The bytes are not a valid component (or a core module was given).
     #[error("guest {guest:?} is not a valid WebAssembly component: {detail}")]
     Compile {

@@ -37,6 +37,8 @@ struct HookExport {
 /// What is shared by every guest loaded from the same bytes.
 pub(crate) struct Prepared {
     hash: String,
+    /// Size of the compiled code and data image in memory.
+    compiled_bytes: u64,
     pre: InstancePre<CallState>,
     hooks: Vec<Hook>,
     exports: [Option<HookExport>; 5],
@@ -106,14 +108,28 @@ impl Prepared {
             hooks.push(hook);
         }
 
+        let image = component.image_range();
+        let compiled_bytes =
+            u64::try_from(image.end.addr().saturating_sub(image.start.addr())).unwrap_or(u64::MAX);
         let prepared = Self {
             hash: hash.to_string(),
+            compiled_bytes,
             pre,
             hooks,
             exports,
         };
         prepared.type_check(shared, name)?;
         Ok(prepared)
+    }
+
+    /// Lower-case hex SHA-256 of the guest's bytes.
+    pub(crate) fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// How many bytes the compiled image occupies in memory.
+    pub(crate) fn compiled_bytes(&self) -> u64 {
+        self.compiled_bytes
     }
 
     /// Instantiates once under the load limits and checks that every
@@ -359,6 +375,12 @@ impl Guest {
     /// Lower-case hex SHA-256 of the guest's bytes.
     pub fn content_hash(&self) -> &str {
         &self.prepared.hash
+    }
+
+    /// Bytes of the guest's compiled code and data image in memory (shared
+    /// by every guest loaded from the same bytes).
+    pub fn compiled_bytes(&self) -> u64 {
+        self.prepared.compiled_bytes()
     }
 
     /// The hooks the guest exports, in WIT order.

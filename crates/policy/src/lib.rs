@@ -28,6 +28,8 @@
 //! Calls are synchronous: from async code run them in
 //! `tokio::task::spawn_blocking`.
 
+#![warn(missing_docs)]
+
 mod bindings;
 mod engine;
 pub mod error;
@@ -39,7 +41,9 @@ pub mod types;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use engine::{EngineSettings, PolicyEngine};
+pub use engine::{
+    CacheStats, DEFAULT_UNUSED_CACHE_BYTES, EngineSettings, MAX_GUEST_FILE_BYTES, PolicyEngine,
+};
 pub use error::{CallError, CallErrorKind, LoadError, PolicyError};
 pub use guest::Guest;
 pub use hook::{Hook, UnknownHook};

@@ -7,8 +7,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
     /// The configuration directory whose resources and guests to exercise.
@@ -41,9 +39,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let (config_dir, host_root) = (args.config_dir.clone(), args.host_root.clone());
     let resources =
-        tokio::task::spawn_blocking(move || wdp_host::load_offline(&config_dir, &host_root))
-            .await
-            .context("loading task")??;
+        crate::offline(move || Ok(wdp_host::load_offline(&config_dir, &host_root)?)).await?;
     println!(
         "loaded {} resource(s) from {} in {} (guests compiled, smoke-tested; discovery and health run once)",
         resources.len(),

@@ -157,10 +157,10 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
-            Command::Check(args) => check(args),
+            Command::Check(args) => offline(move || check(args)).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Test(args) => exercise::run(args).await,
-            Command::Record(args) => record(args),
+            Command::Record(args) => offline(move || record(args)).await,
         }
     });
     // A guest call still running on a blocking thread (a slow hook near its
@@ -173,6 +173,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs blocking, offline work (reading the config directory, loading and
+/// calling guests, scanning hardware) on tokio's blocking pool, the way
+/// `run`, `test` and `demo` do it: guest calls block, and WASI's stdio
+/// (a guest writing to stderr) must not run on an async worker thread.
+pub(crate) async fn offline<T: Send + 'static>(
+    work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .context("the offline task panicked")?
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
