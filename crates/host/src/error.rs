@@ -24,9 +24,9 @@ pub enum HostError {
         hook: Hook,
         /// The guest's path.
         guest: PathBuf,
-        /// Why.
+        /// Why (boxed: load errors are large and this error is returned often).
         #[source]
-        source: GuestProblem,
+        source: Box<GuestProblem>,
     },
     /// The hardware a resource selects cannot be read.
     #[error("{}: {source}", file.display())]
@@ -45,18 +45,6 @@ pub enum HostError {
         file: PathBuf,
         /// What is wrong, naming the guest and hook where one is at fault.
         problem: String,
-    },
-    /// A resource's socket path cannot be bound.
-    #[error("{}: socket: {} is {len} bytes; a Unix socket path may have at most {max}", file.display(), path.display())]
-    SocketPath {
-        /// The resource file.
-        file: PathBuf,
-        /// The full socket path.
-        path: PathBuf,
-        /// Its length in bytes.
-        len: usize,
-        /// The most the kernel accepts.
-        max: usize,
     },
     /// The Wasm engine could not be created.
     #[error("wasm engine: {0}")]

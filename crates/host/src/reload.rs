@@ -16,7 +16,7 @@ use crate::config::{self, ConfigSet};
 use crate::error::HostError;
 use crate::resource::Resource;
 use crate::spec::ResourceSpec;
-use crate::supervisor::{Host, check_socket_paths};
+use crate::supervisor::Host;
 
 /// What a reload changed, by resource name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -121,7 +121,7 @@ impl Host {
         let new_config = tokio::task::spawn_blocking(move || config::load_dir(&dir))
             .await
             .map_err(HostError::Task)??;
-        check_socket_paths(&self.options.device_plugin_dir, &new_config)?;
+        new_config.check_socket_paths(&self.options.device_plugin_dir)?;
 
         // Load guests and dry-run every changed resource before touching
         // anything.
@@ -193,6 +193,20 @@ impl Host {
             }
             summary.updated.push(name);
         }
+        // Compiled builds no resource uses any more go (memory stays bounded
+        // however many edits a guest sees).
+        let used: std::collections::BTreeSet<String> = running
+            .values()
+            .flat_map(|r| {
+                r.resource
+                    .spec()
+                    .guests
+                    .values()
+                    .map(|g| g.content_hash().to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        self.engine.retain_compiled(|hash| used.contains(hash));
         *current = new_config;
         Ok(summary)
     }

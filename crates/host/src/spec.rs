@@ -39,7 +39,7 @@ impl ResourceSpec {
                 file: config.file.clone(),
                 hook: binding.hook,
                 guest: binding.guest.clone(),
-                source,
+                source: Box::new(source),
             };
             let guest = engine
                 .load_file(&binding.guest)

@@ -4,7 +4,6 @@
 //! orderly shutdown.
 
 use std::collections::BTreeMap;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
@@ -22,10 +21,6 @@ use crate::metrics::Metrics;
 use crate::reload::{new_engine, prepare, watch_config_dir};
 use crate::resource::Resource;
 use crate::server::{FolderEvent, ServerHandle};
-
-/// The longest path a Unix socket can be bound at (`sun_path` is 108
-/// bytes on Linux, one of them the terminating NUL).
-pub const MAX_SOCKET_PATH_BYTES: usize = 107;
 
 /// Where the host reads and serves.
 #[derive(Clone, Debug)]
@@ -92,7 +87,7 @@ impl Host {
         let config = tokio::task::spawn_blocking(move || config::load_dir(&dir))
             .await
             .map_err(HostError::Task)??;
-        check_socket_paths(&options.device_plugin_dir, &config)?;
+        config.check_socket_paths(&options.device_plugin_dir)?;
         let engine = new_engine(&config)?;
         let root = HostRoot::new(&options.host_root);
         let resources = {
@@ -251,25 +246,6 @@ impl Host {
             .push(watcher);
         Ok(())
     }
-}
-
-/// Every resource's socket path must fit a Unix socket address once
-/// joined with the device-plugin folder; otherwise binding would fail
-/// forever.
-pub(crate) fn check_socket_paths(dir: &Path, config: &ConfigSet) -> Result<(), HostError> {
-    for resource in config.resources.values() {
-        let path = dir.join(&resource.socket);
-        let len = path.as_os_str().as_bytes().len();
-        if len > MAX_SOCKET_PATH_BYTES {
-            return Err(HostError::SocketPath {
-                file: resource.file.clone(),
-                path,
-                len,
-                max: MAX_SOCKET_PATH_BYTES,
-            });
-        }
-    }
-    Ok(())
 }
 
 /// The device-plugin folder must exist and accept new sockets.

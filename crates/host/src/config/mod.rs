@@ -36,45 +36,78 @@ pub const MAX_DEVICE_ID_LEN: usize = 63;
 /// A configuration error, always naming the file it came from.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The directory cannot be listed.
     #[error("config directory {dir}: {source}")]
     Directory {
+        /// The directory.
         dir: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A config file cannot be read.
     #[error("{file}: cannot read: {source}")]
     Read {
+        /// The file.
         file: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// An entry named like a config file that is not a regular file (after
     /// following symlinks): a FIFO, a device, a directory, a socket.
     #[error("{file}: {kind}, not a regular file; remove it or move it out of the config directory")]
-    NotAFile { file: PathBuf, kind: &'static str },
+    NotAFile {
+        /// The entry.
+        file: PathBuf,
+        /// What it is instead, e.g. `a FIFO`.
+        kind: &'static str,
+    },
     /// A config file above [`crate::limits::MAX_CONFIG_FILE_BYTES`].
     #[error("{file}: larger than {limit} bytes, the most a config file may have")]
-    TooLarge { file: PathBuf, limit: u64 },
+    TooLarge {
+        /// The file.
+        file: PathBuf,
+        /// The cap in bytes.
+        limit: u64,
+    },
     /// TOML syntax errors, unknown keys and wrong types. `detail` holds the
     /// parser's message with line, column and the offending key.
     #[error("{file}: {detail}")]
-    Parse { file: PathBuf, detail: String },
+    Parse {
+        /// The file.
+        file: PathBuf,
+        /// The parser's message.
+        detail: String,
+    },
+    /// A value breaks a rule; names the file and field.
     #[error("{file}: field `{field}`: {problem}")]
     Invalid {
+        /// The file.
         file: PathBuf,
+        /// The field, e.g. `nodes[0].replicas`.
         field: String,
+        /// What is wrong.
         problem: String,
     },
+    /// Two files declare the same resource.
     #[error("{file} and {other}: both declare resource `{resource}`")]
     DuplicateResource {
+        /// One file.
         file: PathBuf,
+        /// The other file.
         other: PathBuf,
+        /// The resource name.
         resource: String,
     },
+    /// Two resources would serve the same socket.
     #[error("{file} and {other}: both use socket `{socket}`")]
     DuplicateSocket {
+        /// One file.
         file: PathBuf,
+        /// The other file.
         other: PathBuf,
+        /// The socket name.
         socket: String,
     },
 }
@@ -82,7 +115,9 @@ pub enum ConfigError {
 /// Everything read from a configuration directory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConfigSet {
+    /// The directory.
     pub dir: PathBuf,
+    /// `host.toml`, or the defaults when absent.
     pub host: HostSettings,
     /// Resources keyed by resource name.
     pub resources: BTreeMap<String, ResourceConfig>,
@@ -91,11 +126,15 @@ pub struct ConfigSet {
 /// A hook bound to a guest, with limits resolved against the defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HookBinding {
+    /// The hook.
     pub hook: Hook,
     /// Absolute (or config-dir-joined) path of the guest.
     pub guest: PathBuf,
+    /// Deadline of each call.
     pub timeout: Duration,
+    /// Memory cap of each call.
     pub memory_limit_bytes: u64,
+    /// What a failed call falls back to.
     pub on_error: OnError,
 }
 
@@ -108,17 +147,23 @@ pub struct ResourceConfig {
     pub resource: String,
     /// Socket file name inside the device-plugin directory.
     pub socket: String,
+    /// Whether `PreStartContainer` is registered.
     pub pre_start_required: bool,
+    /// Whether `GetPreferredAllocation` is registered.
     pub get_preferred_allocation: bool,
+    /// How often hardware is rescanned without an event.
     pub poll_interval: Duration,
     /// Cgroup permissions of built-in device specs.
     pub permissions: String,
+    /// The hardware the resource selects.
     pub selectors: Vec<Selector>,
     /// Replica count per node selector index (`selectors[i]`), when set.
     pub replicas: BTreeMap<usize, u32>,
+    /// The hooks bound to guests.
     pub hooks: Vec<HookBinding>,
     /// `[guest-config]`, flattened to strings for the guests.
     pub guest_config: Vec<(String, String)>,
+    /// Attributes guests may write (`writable-attributes`).
     pub writable_attributes: Vec<String>,
 }
 

@@ -15,6 +15,7 @@ use super::{CONFIG_VERSION, ConfigError};
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct HostSettings {
+    /// Config format version; must be 1.
     #[serde(default = "default_version")]
     pub version: u32,
     /// Defaults for every hook of every resource.
@@ -50,10 +51,13 @@ impl Default for HostSettings {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct HookDefaults {
+    /// Deadline of a hook call, in milliseconds.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Memory cap of a hook call, in MiB.
     #[serde(default = "default_memory_mib")]
     pub memory_limit_mib: u64,
+    /// What a failed call falls back to.
     #[serde(default)]
     pub on_error: OnError,
 }
@@ -152,8 +156,11 @@ pub(super) struct RawHooks {
 pub struct HookConfig {
     /// Path of the `.wasm` component, relative to the config directory.
     pub guest: PathBuf,
+    /// Deadline of each call, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// Memory cap of each call, in MiB.
     pub memory_limit_mib: Option<u64>,
+    /// What a failed call falls back to.
     pub on_error: Option<OnError>,
 }
 
