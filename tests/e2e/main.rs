@@ -8,6 +8,7 @@ mod support;
 mod core;
 mod guests;
 mod hardware;
+mod least_privilege;
 mod ops;
 mod polyglot;
 mod reload;
