@@ -39,8 +39,9 @@ fi
 OUTPUT="${1:-$REPO_DIR/target/image/wasm-device-plugin.oci.tar}"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)"
 IMAGE_TAG="${IMAGE_TAG:-wasm-device-plugin:$VERSION}"
-SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
-export SOURCE_DATE_EPOCH
+# Only for the archive's timestamps: exported, it would reach cargo, and
+# build scripts that watch it would rebuild at every commit.
+EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 
 log() { printf 'build-image.sh: %s\n' "$*" >&2; }
 die() { printf 'build-image.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -108,6 +109,7 @@ python3 "$DEPLOY_DIR/oci-image.py" pack \
   --rootfs "$ROOTFS" \
   --output "$OUTPUT" \
   --tag "$IMAGE_TAG" \
+  --epoch "$EPOCH" \
   --entrypoint '["/usr/local/bin/wasm-device-plugin"]' \
   --cmd '["run","--config-dir","/etc/wasm-device-plugin/config","--host-root","/host","--metrics-addr","0.0.0.0:9847"]' \
   --expose 9847/tcp \
