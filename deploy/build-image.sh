@@ -9,7 +9,8 @@
 # 1. builds the example guests (guests/build.sh when the repository has it;
 #    otherwise the cargo build below places them in config/guests/);
 # 2. builds a statically linked release binary for x86_64-unknown-linux-musl
-#    (mimalloc as its allocator; see deploy/README.md for the figures);
+#    (mimalloc as its allocator, told by the image's environment to commit
+#    memory lazily and return it at once; figures in deploy/README.md);
 # 3. lays out the image's root filesystem: the binary at
 #    /usr/local/bin/wasm-device-plugin, the shipped config/ with its guests at
 #    /etc/wasm-device-plugin/config, an empty /tmp, nothing else (FROM scratch);
@@ -113,6 +114,8 @@ python3 "$DEPLOY_DIR/oci-image.py" pack \
   --entrypoint '["/usr/local/bin/wasm-device-plugin"]' \
   --cmd '["run","--config-dir","/etc/wasm-device-plugin/config","--host-root","/host","--metrics-addr","0.0.0.0:9847"]' \
   --expose 9847/tcp \
+  --env MIMALLOC_ARENA_EAGER_COMMIT=0 \
+  --env MIMALLOC_PURGE_DELAY=0 \
   --label org.opencontainers.image.title=wasm-device-plugin \
   --label "org.opencontainers.image.description=Kubernetes device plugin with per-device policy in WebAssembly components" \
   --label org.opencontainers.image.licenses=Apache-2.0 \

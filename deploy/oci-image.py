@@ -116,7 +116,7 @@ def pack(args: argparse.Namespace) -> None:
             "Entrypoint": json.loads(args.entrypoint),
             "Cmd": json.loads(args.cmd),
             "WorkingDir": "/",
-            "Env": ["PATH=/usr/local/bin"],
+            "Env": ["PATH=/usr/local/bin", *args.env],
             "ExposedPorts": {p: {} for p in args.expose},
             "Labels": labels,
         },
@@ -239,6 +239,7 @@ def main() -> int:
     p.add_argument("--arch", default="amd64")
     p.add_argument("--label", action="append", default=[])
     p.add_argument("--expose", action="append", default=[])
+    p.add_argument("--env", action="append", default=[], help="NAME=VALUE for the image config")
     p.add_argument("--epoch", default=os.environ.get("SOURCE_DATE_EPOCH", "0"))
     p.set_defaults(func=pack)
     u = sub.add_parser("unpack")
