@@ -16,10 +16,14 @@ Steps, each failing with a message that names the file and the object:
      mounts the plugin needs, TOML that parses, guests the TOML names present
      in the mounted layout, ConfigMap sizes;
   4. require that the chart's default DaemonSet agrees with the kustomize
-     base's on everything but names and labels;
-  5. validate every rendered object against the Kubernetes OpenAPI schemas
-     with kubernetes-validate --strict, for each requested version; unknown
-     kinds fail too.
+     base's on everything but names and labels, and that the chart's
+     monitoring files (rules, dashboard) agree with deploy/kustomize/monitoring;
+  5. check the monitoring objects (PodMonitor, PrometheusRule; Prometheus
+     Operator CRDs, which the Kubernetes schemas do not know): the PodMonitor
+     selects the plugin's pods on a port they name;
+  6. validate every other rendered object against the Kubernetes OpenAPI
+     schemas with kubernetes-validate --strict, for each requested version;
+     unknown kinds fail too.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ HOST_MOUNTS = {  # host path -> container path the plugin expects
     "/dev": "/host/dev",
 }
 CONFIGMAP_LIMIT = 1024 * 1024  # the API server's limit for one object
+MONITORING_GROUP = "monitoring.coreos.com/"
+STARTUP_TOLERANCE_S = 60  # guest compilation the startup probe must allow
 
 
 class Failure(Exception):
@@ -222,6 +228,23 @@ def check_set(label: str, docs: list[dict[str, Any]]) -> None:
         port = probe["httpGet"]["port"]
         if isinstance(port, str) and port not in ports:
             raise Failure(f"{where}: {probe_name} uses port {port!r}, which the container does not name")
+    startup = c.get("startupProbe") or {}
+    if startup.get("httpGet", {}).get("path") != "/healthz":
+        raise Failure(f"{where}: startupProbe must GET /healthz (guests compile before it answers)")
+    allowed = startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3)
+    if allowed < STARTUP_TOLERANCE_S:
+        raise Failure(f"{where}: startupProbe allows {allowed} s, less than {STARTUP_TOLERANCE_S} s of guest compilation")
+    sc = c.get("securityContext") or {}
+    if not sc.get("readOnlyRootFilesystem"):
+        raise Failure(f"{where}: readOnlyRootFilesystem must be true")
+    if not sc.get("privileged"):
+        drop = (sc.get("capabilities") or {}).get("drop") or []
+        if "ALL" not in drop or (sc.get("capabilities") or {}).get("add"):
+            raise Failure(f"{where}: an unprivileged container must drop ALL capabilities and add none")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            raise Failure(f"{where}: allowPrivilegeEscalation must be false")
+        if (sc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+            raise Failure(f"{where}: seccompProfile must be RuntimeDefault")
     args = c.get("args", [])
     metrics_port = ports.get("metrics")
     if f"0.0.0.0:{metrics_port}" not in args:
@@ -273,6 +296,7 @@ DRIFT_FIELDS_CONTAINER = [
     "ports",
     "livenessProbe",
     "readinessProbe",
+    "startupProbe",
     "resources",
     "securityContext",
     "volumeMounts",
@@ -310,6 +334,55 @@ def check_drift(base: list[dict[str, Any]], chart: list[dict[str, Any]]) -> None
     ok("chart defaults agree with deploy/kustomize/base")
 
 
+# --------------------------------------------------------------- monitoring
+
+
+def check_monitoring(label: str, docs: list[dict[str, Any]], pod_labels: dict[str, str] | None) -> None:
+    """PodMonitor selects the plugin's pods on `metrics`; rules are non-empty."""
+    if not any(d.get("apiVersion", "").startswith(MONITORING_GROUP) for d in docs):
+        return
+    for d in docs:
+        if not d.get("apiVersion", "").startswith(MONITORING_GROUP):
+            continue
+        where = f"{label}: {key(d)}"
+        if d["kind"] == "PodMonitor":
+            sel = d["spec"]["selector"]["matchLabels"]
+            if pod_labels is not None and any(pod_labels.get(k) != v for k, v in sel.items()):
+                raise Failure(f"{where}: selector {sel} does not match the plugin's pod labels {pod_labels}")
+            ports = [e.get("port") for e in d["spec"]["podMetricsEndpoints"]]
+            if ports != ["metrics"]:
+                raise Failure(f"{where}: must scrape the port named `metrics`, not {ports}")
+        elif d["kind"] == "PrometheusRule":
+            rules = [r for g in d["spec"]["groups"] for r in g["rules"]]
+            if not rules or any("alert" not in r or "expr" not in r for r in rules):
+                raise Failure(f"{where}: every rule must be an alert with an expr")
+        else:
+            raise Failure(f"{where}: unexpected kind")
+    ok(f"{label}: monitoring objects consistent")
+
+
+def check_monitoring_drift(deploy: Path, sets: dict[str, list[dict[str, Any]]]) -> None:
+    mon = sets.get("kustomize/monitoring")
+    chart_files = deploy / "helm" / "wasm-device-plugin" / "files"
+    if mon is None:
+        raise Failure("kustomize/monitoring did not render")
+    (rule,) = [d for d in mon if d["kind"] == "PrometheusRule"]
+    plain = yaml.safe_load((chart_files / "prometheus-rules.yaml").read_text())
+    if rule["spec"] != plain:
+        raise Failure(
+            "deploy/kustomize/monitoring/prometheusrule.yaml and "
+            "deploy/helm/wasm-device-plugin/files/prometheus-rules.yaml hold different rules"
+        )
+    (dash,) = [d for d in mon if d["kind"] == "ConfigMap"]
+    if dash["data"]["wasm-device-plugin.json"] != (chart_files / "grafana-dashboard.json").read_text():
+        raise Failure(
+            "deploy/kustomize/monitoring/grafana-dashboard.json and the chart's "
+            "files/grafana-dashboard.json differ"
+        )
+    json.loads(dash["data"]["wasm-device-plugin.json"])
+    ok("monitoring: chart rules and dashboard agree with deploy/kustomize/monitoring")
+
+
 # ------------------------------------------------------------------ schemas
 
 
@@ -330,6 +403,14 @@ def validate_schemas(files: list[Path], versions: list[str], kv: str) -> None:
         else:
             n = sum(1 for l in lines if l.startswith("INFO") and " passed " in l)
             ok(f"Kubernetes {version} schemas (strict): {n} objects in {len(files)} renders valid")
+
+
+def base_pod_labels(sets: dict[str, list[dict[str, Any]]]) -> dict[str, str] | None:
+    base = sets.get("kustomize/base") or []
+    for d in base:
+        if d.get("kind") == "DaemonSet":
+            return d["spec"]["template"]["metadata"]["labels"]
+    return None
 
 
 # --------------------------------------------------------------------- main
@@ -378,8 +459,7 @@ def main() -> int:
                 rendered.append(out / name)
                 docs = load_docs(text)
                 for w in warnings.splitlines():
-                    # Expected: the v2-compatible fields are deprecated in v5.
-                    if w.strip() and "is deprecated" not in w:
+                    if w.strip():
                         print(f"      {label} ({rlabel}): {w}")
                 if first is None:
                     first = docs
@@ -397,7 +477,9 @@ def main() -> int:
             ok(f"{label}: rendered by {', '.join('kubectl ' + r for r, _ in renderers)}"
                f" ({len(first)} objects{', identical' if len(renderers) > 1 else ''})")
             sets[label] = first
-            check_set(label, first)
+            if any(d.get("kind") == "DaemonSet" for d in first):
+                check_set(label, first)
+            check_monitoring(label, first, base_pod_labels(sets))
         except (Failure, KeyError, ValueError, IndexError) as exc:
             fail(f"{label}: {exc}" if not isinstance(exc, Failure) else str(exc))
 
@@ -419,6 +501,8 @@ def main() -> int:
                 sets[label] = docs
                 ok(f"{label}: helm lint --strict clean, rendered ({len(docs)} objects)")
                 check_set(label, docs)
+                (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+                check_monitoring(label, docs, ds["spec"]["template"]["metadata"]["labels"])
             except (Failure, KeyError, ValueError, IndexError) as exc:
                 fail(f"{label}: {exc}" if not isinstance(exc, Failure) else str(exc))
         base = sets.get("kustomize/base")
@@ -428,10 +512,25 @@ def main() -> int:
                 check_drift(base, default)
             except Failure as exc:
                 fail(str(exc))
+    try:
+        check_monitoring_drift(deploy, sets)
+    except (Failure, KeyError, ValueError) as exc:
+        fail(str(exc))
 
-    # 3. schemas
+    # 3. schemas, for everything but the Prometheus Operator's kinds
     if rendered:
-        validate_schemas(rendered, args.versions.split(), args.kubernetes_validate)
+        core_dir = out / "schema-input"
+        core_dir.mkdir(exist_ok=True)
+        for old in core_dir.glob("*.yaml"):
+            old.unlink()
+        core_files = []
+        for path in rendered:
+            docs = [d for d in load_docs(path.read_text()) if not d.get("apiVersion", "").startswith(MONITORING_GROUP)]
+            if docs:
+                core = core_dir / path.name
+                core.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+                core_files.append(core)
+        validate_schemas(core_files, args.versions.split(), args.kubernetes_validate)
 
     print(f"rendered manifests: {out}")
     if failures:

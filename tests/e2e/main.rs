@@ -9,6 +9,7 @@ mod core;
 mod guests;
 mod hardware;
 mod hostile_input;
+mod least_privilege;
 mod ops;
 mod polyglot;
 mod reload;

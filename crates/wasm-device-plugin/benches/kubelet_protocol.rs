@@ -3,6 +3,10 @@
 //! re-registration time after a kubelet restart, Allocate and
 //! GetPreferredAllocation round trips over the Unix socket with the
 //! built-in policy, and the host's idle RSS with four resources.
+//!
+//! `WDP_BENCH_BINARY=PATH` measures another build of the binary instead,
+//! e.g. the static one deploy/build-image.sh puts in the image:
+//! `WDP_BENCH_BINARY=target/x86_64-unknown-linux-musl/release/wasm-device-plugin`.
 
 use std::time::{Duration, Instant};
 
@@ -71,7 +75,10 @@ async fn main() {
     }
 
     let mut kubelet = SimKubelet::start(&plugins).await.unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasm-device-plugin"))
+    let binary = std::env::var("WDP_BENCH_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasm-device-plugin").to_owned());
+    println!("binary: {binary}");
+    let mut child = tokio::process::Command::new(&binary)
         .args(["run", "--config-dir"])
         .arg(&config)
         .arg("--device-plugin-dir")

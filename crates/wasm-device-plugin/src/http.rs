@@ -1,5 +1,10 @@
-//! The operator's HTTP endpoint: `/metrics` (Prometheus text), `/healthz`
-//! (the process answers) and `/readyz` (every resource is registered).
+//! The operator's HTTP endpoint: `/metrics`, `/healthz` (the process
+//! answers) and `/readyz` (every resource is registered).
+//!
+//! `/metrics` speaks the Prometheus text format 0.0.4 unless the scraper's
+//! `Accept` header prefers OpenMetrics 1.0 (Prometheus itself asks for it by
+//! default; `curl`, `promtool check metrics` pipelines and older agents do
+//! not).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use wdp_host::Host;
@@ -31,14 +36,97 @@ pub async fn serve(addr: SocketAddr, host: Arc<Host>) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn metrics(State(host): State<Arc<Host>>) -> impl IntoResponse {
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+async fn metrics(State(host): State<Arc<Host>>, headers: HeaderMap) -> impl IntoResponse {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok());
+    // The registry encodes OpenMetrics; the text format is derived from it.
+    let openmetrics = host.metrics().encode();
+    let (content_type, body) = if wants_openmetrics(accept) {
+        (OPENMETRICS, openmetrics)
+    } else {
+        (PROMETHEUS_TEXT, prometheus_text(&openmetrics))
+    };
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        host.metrics().encode(),
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::VARY, "Accept"),
+        ],
+        body,
     )
+}
+
+/// True when the `Accept` header ranks OpenMetrics at least as high as the
+/// Prometheus text format (q-values honoured, the most specific range
+/// deciding for text). No header, or one that names neither, gets text.
+fn wants_openmetrics(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else {
+        return false;
+    };
+    let mut openmetrics: Option<f32> = None;
+    let (mut text_plain, mut text_any, mut any): (Option<f32>, Option<f32>, Option<f32>) =
+        (None, None, None);
+    for range in accept.split(',') {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .and_then(|(_, v)| v.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        let slot = match media.as_str() {
+            "application/openmetrics-text" => &mut openmetrics,
+            "text/plain" => &mut text_plain,
+            "text/*" => &mut text_any,
+            "*/*" => &mut any,
+            _ => continue,
+        };
+        *slot = Some(slot.map_or(q, |old| old.max(q)));
+    }
+    let text = text_plain.or(text_any).or(any).unwrap_or(0.0);
+    openmetrics.is_some_and(|q| q > 0.0 && q >= text)
+}
+
+/// Rewrites the registry's OpenMetrics exposition as Prometheus text 0.0.4:
+/// counter families are named after their `_total` samples, and the
+/// OpenMetrics-only `# UNIT` and `# EOF` lines go. Samples are identical in
+/// both formats for the counters, gauges and histograms this host records.
+fn prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split_once(' '))
+        .filter(|(_, kind)| kind.trim() == "counter")
+        .map(|(name, _)| name)
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let descriptor = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|prefix| Some((prefix, line.strip_prefix(prefix)?)));
+        match descriptor {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let suffix = if counters.contains(name) {
+                    "_total"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("{prefix}{name}{suffix} {tail}\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 async fn ready(State(host): State<Arc<Host>>) -> impl IntoResponse {
@@ -58,5 +146,65 @@ async fn ready(State(host): State<Arc<Host>>) -> impl IntoResponse {
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not registered yet: {waiting:?}\n"),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_unless_openmetrics_is_preferred() {
+        assert!(!wants_openmetrics(None));
+        assert!(!wants_openmetrics(Some("*/*")));
+        assert!(!wants_openmetrics(Some("text/plain;version=0.0.4")));
+        assert!(!wants_openmetrics(Some("application/json")));
+        assert!(wants_openmetrics(Some(
+            "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8"
+        )));
+        // Prometheus 2.x's default scrape header.
+        assert!(wants_openmetrics(Some(
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        )));
+        // A scraper set to prefer text gets text.
+        assert!(!wants_openmetrics(Some(
+            "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5"
+        )));
+        assert!(!wants_openmetrics(Some(
+            "application/openmetrics-text;q=0, */*"
+        )));
+    }
+
+    #[test]
+    fn counters_are_named_by_their_samples_in_text_format() {
+        let metrics = wdp_host::Metrics::new();
+        metrics.reload(true);
+        metrics.registration("example.com/fuse", true);
+        metrics.set_devices("example.com/fuse", 3, 1);
+        metrics.observe_guest(
+            "example.com/fuse",
+            "shaper.wasm",
+            "allocate",
+            "ok",
+            std::time::Duration::from_millis(1),
+        );
+        let openmetrics = metrics.encode();
+        assert!(openmetrics.contains("# TYPE wasm_device_plugin_reloads counter"));
+        assert!(openmetrics.ends_with("# EOF\n"));
+
+        let text = prometheus_text(&openmetrics);
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(text.contains("# TYPE wasm_device_plugin_reloads_total counter\n"));
+        assert!(text.contains("# HELP wasm_device_plugin_reloads_total Configuration reloads"));
+        assert!(text.contains("wasm_device_plugin_reloads_total{result=\"success\"} 1\n"));
+        assert!(text.contains("# TYPE wasm_device_plugin_devices gauge\n"));
+        assert!(text.contains(
+            "wasm_device_plugin_devices{resource=\"example.com/fuse\",health=\"unhealthy\"} 1\n"
+        ));
+        assert!(
+            text.contains("# TYPE wasm_device_plugin_guest_call_duration_seconds histogram\n"),
+            "{text}"
+        );
+        assert!(text.contains("wasm_device_plugin_guest_call_duration_seconds_count{"));
     }
 }

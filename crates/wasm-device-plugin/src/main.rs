@@ -16,6 +16,13 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use wdp_host::{Host, HostOptions, Metrics};
 
+/// The statically linked (musl) build uses mimalloc, which answered kubelet
+/// RPCs faster than musl's own allocator in `benches/kubelet_protocol.rs`
+/// (figures in deploy/README.md). glibc builds keep glibc's allocator.
+#[cfg(all(target_env = "musl", feature = "mimalloc"))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "wasm-device-plugin",
