@@ -95,3 +95,49 @@ async fn a_failing_health_guest_is_logged_once_and_cannot_freeze_vanished_hardwa
         "colour codes in a log that is not a terminal"
     );
 }
+
+#[tokio::test]
+async fn garbage_in_an_attribute_is_logged_once_where_a_gpu_goes_unhealthy() {
+    let world = World::from_fixture("gpu-server");
+    world.write_config(
+        "host.toml",
+        "version = 1\npoll-interval-ms = 50\nreload-debounce-ms = 20\n",
+    );
+    world.write_config(
+        "gpu.toml",
+        &format!(
+            "version = 1\nresource = \"{GPU}\"\n[[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n"
+        ),
+    );
+    let kubelet = world.kubelet().await;
+    let plugin = world.spawn();
+    let record = kubelet
+        .wait_registered(GPU, 1, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    let gpu = record.devices[0].id.clone();
+    let vendor = world
+        .root()
+        .join("sys/bus/pci/devices")
+        .join(&gpu)
+        .join("vendor");
+    std::fs::write(&vendor, "garbage\n").unwrap();
+    kubelet
+        .wait_devices(GPU, WAIT, |d| {
+            d.iter().any(|d| d.id == gpu && d.health == "Unhealthy")
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    let log = plugin.wait_for_log("resource problem").await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("resource problem"))
+        .unwrap_or_default();
+    assert!(line.contains("WARN") && line.contains(&gpu), "{line}");
+
+    // Fixed: one INFO line, and the warning was not repeated at every poll.
+    std::fs::write(&vendor, "0x10de\n").unwrap();
+    plugin.wait_for_log("resource problem cleared").await;
+    let log = plugin.log();
+    assert_eq!(log.matches("resource problem;").count(), 1, "{log}");
+}
