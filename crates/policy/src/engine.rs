@@ -3,9 +3,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -19,6 +16,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use crate::error::{LoadError, PolicyError};
 use crate::guest::{Guest, Prepared};
 use crate::host::{self, CallState};
+use crate::regular_file::{RegularFileError, read_regular_file};
 use crate::{CallLimits, CallObserver};
 
 /// The largest guest file [`PolicyEngine::load_file`] reads: 64 MiB, room
@@ -442,60 +440,19 @@ impl PolicyEngine {
 /// Reads a guest file: a regular file only (symlinks followed), at most
 /// [`MAX_GUEST_FILE_BYTES`], opened without blocking.
 fn read_guest_file(path: &Path) -> Result<Vec<u8>, LoadError> {
-    let read_error = |source| LoadError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    // The type is checked before opening: opening some devices has effects.
-    let meta = std::fs::metadata(path).map_err(read_error)?;
-    refuse_special(path, &meta)?;
-    let file: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(read_error)?;
-    // And again on what was opened, in case the entry changed in between.
-    refuse_special(path, &file.metadata().map_err(read_error)?)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_GUEST_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > MAX_GUEST_FILE_BYTES {
-        return Err(LoadError::TooLarge {
+    read_regular_file(path, MAX_GUEST_FILE_BYTES).map_err(|e| match e {
+        RegularFileError::Io(source) => LoadError::Read {
             path: path.to_path_buf(),
-            limit: MAX_GUEST_FILE_BYTES,
-        });
-    }
-    Ok(bytes)
-}
-
-fn refuse_special(path: &Path, meta: &std::fs::Metadata) -> Result<(), LoadError> {
-    let kind = meta.file_type();
-    if kind.is_file() {
-        if meta.len() > MAX_GUEST_FILE_BYTES {
-            return Err(LoadError::TooLarge {
-                path: path.to_path_buf(),
-                limit: MAX_GUEST_FILE_BYTES,
-            });
-        }
-        return Ok(());
-    }
-    let kind = if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    };
-    Err(LoadError::NotAFile {
-        path: path.to_path_buf(),
-        kind,
+            source,
+        },
+        RegularFileError::NotAFile { kind } => LoadError::NotAFile {
+            path: path.to_path_buf(),
+            kind,
+        },
+        RegularFileError::TooLarge { limit } => LoadError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        },
     })
 }
 

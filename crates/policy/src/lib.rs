@@ -36,6 +36,7 @@ pub mod error;
 mod guest;
 mod hook;
 mod host;
+mod regular_file;
 pub mod types;
 
 use std::sync::Arc;
@@ -47,6 +48,7 @@ pub use engine::{
 pub use error::{CallError, CallErrorKind, LoadError, PolicyError};
 pub use guest::Guest;
 pub use hook::{Hook, UnknownHook};
+pub use regular_file::{RegularFileError, read_regular_file};
 pub use types::{
     Candidate, CandidateKind, ContainerResponse, Device, DeviceFacts, DeviceNode, DeviceRef,
     DeviceSpec, Mount, NodeType, PreferredRequest, Verdict,

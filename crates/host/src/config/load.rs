@@ -4,14 +4,13 @@
 //! checks (one file per resource name and per socket).
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::schema::{HostSettings, parse};
 use super::validate::{check_version, parse_resource};
 use super::{ConfigError, ConfigSet, HOST_FILE, ResourceConfig};
+use wdp_policy::{RegularFileError, read_regular_file};
+
 use crate::limits::MAX_CONFIG_FILE_BYTES;
 
 /// Reads and validates a whole configuration directory.
@@ -80,75 +79,29 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigError> {
 
 /// Reads one config file as UTF-8 text: only a regular file (symlinks
 /// followed), at most [`MAX_CONFIG_FILE_BYTES`], opened without blocking
-/// so a FIFO or a device swapped in after the type check cannot hang the
-/// caller.
+/// so a FIFO or a device cannot hang the caller.
 pub fn read_config_file(file: &Path) -> Result<String, ConfigError> {
     let read_error = |source| ConfigError::Read {
         file: file.to_owned(),
         source,
     };
-    // The type is checked before opening: opening some devices has effects.
-    let meta = std::fs::metadata(file).map_err(read_error)?;
-    refuse_special(file, &meta)?;
-    let opened: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(file)
-        .map_err(read_error)?;
-    // And again on what was opened, in case the entry changed in between.
-    refuse_special(file, &opened.metadata().map_err(read_error)?)?;
-    let mut bytes = Vec::new();
-    opened
-        .take(MAX_CONFIG_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > MAX_CONFIG_FILE_BYTES {
-        return Err(ConfigError::TooLarge {
+    let bytes = read_regular_file(file, MAX_CONFIG_FILE_BYTES).map_err(|e| match e {
+        RegularFileError::Io(source) => read_error(source),
+        RegularFileError::NotAFile { kind } => ConfigError::NotAFile {
             file: file.to_owned(),
-            limit: MAX_CONFIG_FILE_BYTES,
-        });
-    }
+            kind,
+        },
+        RegularFileError::TooLarge { limit } => ConfigError::TooLarge {
+            file: file.to_owned(),
+            limit,
+        },
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         read_error(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!("not UTF-8 text ({e})"),
         ))
     })
-}
-
-fn refuse_special(file: &Path, meta: &std::fs::Metadata) -> Result<(), ConfigError> {
-    if meta.is_file() {
-        if meta.len() > MAX_CONFIG_FILE_BYTES {
-            return Err(ConfigError::TooLarge {
-                file: file.to_owned(),
-                limit: MAX_CONFIG_FILE_BYTES,
-            });
-        }
-        return Ok(());
-    }
-    Err(ConfigError::NotAFile {
-        file: file.to_owned(),
-        kind: file_kind(&meta.file_type()),
-    })
-}
-
-/// What a non-regular file is, in words.
-pub(crate) fn file_kind(kind: &std::fs::FileType) -> &'static str {
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
 }
 
 #[cfg(test)]
@@ -224,7 +177,7 @@ mod tests {
     fn a_huge_config_file_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join("big.toml");
-        let file = File::create(&big).unwrap();
+        let file = std::fs::File::create(&big).unwrap();
         // Sparse: no disk used, but far above the limit.
         file.set_len(MAX_CONFIG_FILE_BYTES * 1024).unwrap();
         let err = load_dir_bounded(dir.path()).unwrap_err();
