@@ -28,7 +28,12 @@ async fn vfio_bound_vfs_are_handed_out_with_their_vfio_group_node() {
         .iter()
         .map(|d| d.host_path.as_str())
         .collect();
-    assert_eq!(paths, BTreeSet::from(["/dev/vfio/43", "/dev/vfio/44"]));
+    // The host adds the VFIO container node itself: a group node is
+    // unusable without it.
+    assert_eq!(
+        paths,
+        BTreeSet::from(["/dev/vfio/43", "/dev/vfio/44", "/dev/vfio/vfio"])
+    );
 }
 
 #[tokio::test]
@@ -190,4 +195,64 @@ async fn a_recorded_snapshot_serves_as_a_host_root() {
         stdout
     };
     assert_eq!(check(&snapshot), check(&world.root()));
+}
+
+#[tokio::test]
+async fn companion_nodes_reach_every_container_and_their_absence_is_unhealthy() {
+    let world = World::from_fixture("gpu-server");
+    world.write_config(
+        "host.toml",
+        "version = 1\npoll-interval-ms = 50\nreload-debounce-ms = 20\n",
+    );
+    world.write_config(
+        "gpu.toml",
+        "version = 1\nresource = \"e2e.example.com/gpu\"\n[[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n\
+         [[companion-nodes]]\npath = \"/dev/nvidiactl\"\n\
+         [[companion-nodes]]\npath = \"/dev/nvidia-uvm*\"\n\
+         [[companion-nodes]]\npath = \"/dev/nvidia-caps/nvidia-cap*\"\noptional = true\n",
+    );
+    // `check` names the companions and advertises none of them.
+    let (code, out, err) = run_to_end(&[
+        "check",
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("companion /dev/nvidiactl"), "{out}");
+    assert!(out.contains("companion /dev/nvidia-uvm"), "{out}");
+    assert!(out.contains("8 devices (8 healthy)"), "{out}");
+
+    let kubelet = world.kubelet().await;
+    let plugin = world.spawn();
+    kubelet
+        .wait_registered("e2e.example.com/gpu", 1, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    let admission = kubelet.admit("e2e.example.com/gpu", 2).await.unwrap();
+    let paths: Vec<&str> = admission
+        .response
+        .devices
+        .iter()
+        .map(|d| d.host_path.as_str())
+        .collect();
+    assert_eq!(paths.len(), 4, "{paths:?}");
+    assert!(
+        paths.ends_with(&["/dev/nvidiactl", "/dev/nvidia-uvm"]),
+        "{paths:?}"
+    );
+
+    // A required companion that goes: every device Unhealthy, saying why.
+    world.remove_node("/dev/nvidiactl");
+    kubelet
+        .wait_devices("e2e.example.com/gpu", WAIT, |d| {
+            d.iter().all(|d| d.health == "Unhealthy")
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    let log = plugin
+        .wait_for_log("companion node /dev/nvidiactl is missing")
+        .await;
+    assert!(log.contains("WARN"), "{log}");
 }

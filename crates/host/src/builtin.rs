@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use wdp_hardware::Candidate;
-use wdp_policy::types::{ContainerResponse, Device, DeviceSpec, Verdict};
+use wdp_policy::types::{ContainerResponse, Device, DeviceNode, DeviceSpec, Verdict};
 
 use crate::device_set::AdvertisedDevice;
 
@@ -91,12 +91,18 @@ pub fn preferred(
     chosen
 }
 
-/// Allocate: one device spec per distinct device node, at the same path in
-/// the container, with the resource's cgroup permissions.
-pub fn allocate(devices: &[&AdvertisedDevice], permissions: &str) -> ContainerResponse {
+/// Allocate: one device spec per distinct device node of the devices, then
+/// per companion node, at the same path in the container, with the
+/// resource's cgroup permissions.
+pub fn allocate(
+    devices: &[&AdvertisedDevice],
+    companions: &[DeviceNode],
+    permissions: &str,
+) -> ContainerResponse {
     let mut seen = BTreeSet::new();
     let mut specs = Vec::new();
-    for node in devices.iter().flat_map(|d| d.device.nodes.iter()) {
+    let nodes = devices.iter().flat_map(|d| d.device.nodes.iter());
+    for node in nodes.chain(companions) {
         if seen.insert(node.path.as_str()) {
             specs.push(DeviceSpec {
                 container_path: node.path.clone(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use wdp_hardware::Candidate;
 use wdp_kubelet_api::v1beta1::{self, ListAndWatchResponse, NumaNode, TopologyInfo};
-use wdp_policy::types::{Device, DeviceRef, Verdict};
+use wdp_policy::types::{Device, DeviceNode, DeviceRef, Verdict};
 
 use crate::convert::guest_node;
 
@@ -41,6 +41,8 @@ impl AdvertisedDevice {
 pub struct DeviceSet {
     devices: Vec<AdvertisedDevice>,
     index: HashMap<String, usize>,
+    /// Companion nodes every container of the resource receives.
+    companions: Vec<DeviceNode>,
 }
 
 /// The shared handle `ListAndWatch` streams and RPCs read.
@@ -108,7 +110,19 @@ impl DeviceSet {
         Self {
             devices: advertised,
             index,
+            companions: Vec::new(),
         }
+    }
+
+    /// The same set with `companions` given to every container.
+    pub fn with_companions(mut self, companions: Vec<DeviceNode>) -> Self {
+        self.companions = companions;
+        self
+    }
+
+    /// Companion nodes every container of the resource receives.
+    pub fn companions(&self) -> &[DeviceNode] {
+        &self.companions
     }
 
     /// Every advertised device, sorted by ID.

@@ -30,7 +30,7 @@ pub struct ResourceReport {
     pub get_preferred_allocation: bool,
     /// Each bound hook with its guest's name.
     pub hooks: Vec<(Hook, String)>,
-    /// What it would advertise now.
+    /// What it would advertise now (companions included).
     pub devices: DeviceSet,
     /// Problems of the hardware scan.
     pub warnings: Vec<String>,

@@ -13,6 +13,7 @@ use wdp_policy::Hook;
 use wdp_policy::types::{Device, DeviceFacts, Verdict};
 
 use crate::builtin;
+use crate::companions;
 use crate::config::OnError;
 use crate::convert::guest_candidate;
 use crate::device_set::DeviceSet;
@@ -193,7 +194,19 @@ pub fn run(
         }
     }
 
-    let set = DeviceSet::build(&devices, &verdicts, &state.known);
+    // Companions: a required one missing makes every device Unhealthy
+    // (a container could not use them), whatever health said.
+    let companions = companions::resolve(root, &spec.config.companions, &present);
+    if !companions.missing.is_empty() {
+        let reason = companions.missing.join("; ");
+        warnings.extend(companions.missing.iter().cloned());
+        for verdict in verdicts.values_mut() {
+            verdict.healthy = false;
+            verdict.reason = reason.clone();
+        }
+    }
+
+    let set = DeviceSet::build(&devices, &verdicts, &state.known).with_companions(companions.nodes);
     let size = set.to_list().encoded_len();
     if size > KUBELET_MAX_MESSAGE_BYTES {
         return Err(refuse(format!(

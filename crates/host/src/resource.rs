@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
-use wdp_hardware::{Candidate, ChangeWatcher, HostRoot};
+use wdp_hardware::{Candidate, ChangeWatcher, HostRoot, Selector};
 
 use crate::device_set::{DeviceSet, SharedDeviceSet};
 use crate::error::HostError;
@@ -184,11 +184,16 @@ impl Resource {
 
     fn publish(&self, refreshed: Refreshed) -> bool {
         if let Some(watcher) = &self.hardware {
-            let paths = wdp_hardware::watch_paths(
-                &self.root,
-                &self.spec.load().config.selectors,
-                &refreshed.watched,
-            );
+            let spec = self.spec.load();
+            // Companions are watched like node selectors: their folders.
+            let selectors: Vec<Selector> = spec
+                .config
+                .selectors
+                .iter()
+                .cloned()
+                .chain(spec.config.companions.iter().cloned().map(Selector::Nodes))
+                .collect();
+            let paths = wdp_hardware::watch_paths(&self.root, &selectors, &refreshed.watched);
             for warning in watcher.set_paths(&paths) {
                 tracing::debug!(resource = %self.name, %warning, "hardware watch");
             }

@@ -74,7 +74,7 @@ impl Resource {
         let set = self.devices();
         let spec = self.spec();
         let devices = set.resolve(ids, true).map_err(Status::invalid_argument)?;
-        let default = builtin::allocate(&devices, &spec.config.permissions);
+        let default = builtin::allocate(&devices, set.companions(), &spec.config.permissions);
         let response = match spec.bound(Hook::Allocate) {
             None => kubelet_response(default),
             Some((binding, guest)) => {

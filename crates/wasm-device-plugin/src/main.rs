@@ -228,6 +228,9 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         for (hook, guest) in &r.hooks {
             println!("  hook {hook}: {guest}");
         }
+        for node in r.devices.companions() {
+            println!("  companion {} (every container)", node.path);
+        }
         println!(
             "  {} devices ({} healthy)",
             r.devices.len(),
@@ -265,7 +268,23 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
     for (name, resource) in &config.resources {
         let scan = wdp_hardware::discover(&root, &resource.selectors)
             .with_context(|| format!("{}: scanning for {name}", resource.file.display()))?;
-        let summary = wdp_hardware::record(&root, &scan.candidates, &args.output)
+        // Companion nodes too, so the snapshot reproduces the node.
+        let companions: Vec<wdp_hardware::Selector> =
+            wdp_host::companions::wanted(&resource.companions, &scan.candidates)
+                .into_iter()
+                .map(|c| {
+                    wdp_hardware::Selector::Nodes(wdp_hardware::NodeSelector {
+                        optional: true,
+                        ..c
+                    })
+                })
+                .collect();
+        let companions = wdp_hardware::discover(&root, &companions).with_context(|| {
+            format!("{}: scanning companions of {name}", resource.file.display())
+        })?;
+        let mut candidates = scan.candidates.clone();
+        candidates.extend(companions.candidates);
+        let summary = wdp_hardware::record(&root, &candidates, &args.output)
             .with_context(|| format!("recording {name} into {}", args.output.display()))?;
         println!(
             "{name}: {} candidates recorded ({} files, {} links, {} device nodes)",

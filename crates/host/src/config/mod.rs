@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use wdp_hardware::Selector;
+use wdp_hardware::{NodeSelector, Selector};
 use wdp_policy::Hook;
 
 pub use load::{load_dir, read_config_file};
@@ -165,6 +165,8 @@ pub struct ResourceConfig {
     pub guest_config: Vec<(String, String)>,
     /// Attributes guests may write (`writable-attributes`).
     pub writable_attributes: Vec<String>,
+    /// `[[companion-nodes]]`: nodes every container of the resource gets.
+    pub companions: Vec<NodeSelector>,
 }
 
 impl ConfigSet {

@@ -112,6 +112,8 @@ pub(super) struct RawResource {
     #[serde(default)]
     pub(super) nodes: Vec<NodeEntry>,
     #[serde(default)]
+    pub(super) companion_nodes: Vec<CompanionEntry>,
+    #[serde(default)]
     pub(super) pci: Vec<PciSelector>,
     #[serde(default)]
     pub(super) usb: Vec<UsbSelector>,
@@ -137,6 +139,19 @@ pub(super) struct NodeEntry {
     /// as a type error.
     #[serde(default)]
     pub(super) replicas: Option<i64>,
+}
+
+/// `[[companion-nodes]]`: control nodes every container of the resource
+/// receives with its devices, never advertised as devices themselves.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct CompanionEntry {
+    /// A host path or glob, e.g. `/dev/nvidiactl` or `/dev/nvidia-uvm*`.
+    pub(super) path: String,
+    /// When missing: not added (`true`), or the resource's devices go
+    /// Unhealthy (`false`, the default).
+    #[serde(default)]
+    pub(super) optional: bool,
 }
 
 /// `[hooks]`: one optional table per hook.

@@ -94,6 +94,28 @@ pub fn parse_resource(
             optional: entry.optional,
         }));
     }
+    let mut companions = Vec::new();
+    for (i, entry) in raw.companion_nodes.into_iter().enumerate() {
+        let companion = NodeSelector {
+            path: entry.path,
+            optional: entry.optional,
+        };
+        let field = format!("companion-nodes[{i}].path");
+        if !companion.path.starts_with('/') {
+            return Err(invalid(
+                file,
+                &field,
+                format!(
+                    "`{}` must be an absolute host path such as /dev/nvidiactl",
+                    companion.path
+                ),
+            ));
+        }
+        Selector::Nodes(companion.clone())
+            .validate()
+            .map_err(|e| invalid(file, &field, e.to_string()))?;
+        companions.push(companion);
+    }
     let first_pci = selectors.len();
     selectors.extend(raw.pci.into_iter().map(Selector::Pci));
     let first_usb = selectors.len();
@@ -180,6 +202,7 @@ pub fn parse_resource(
         hooks,
         guest_config: flatten_table(&raw.guest_config),
         writable_attributes: raw.writable_attributes,
+        companions,
     })
 }
 
