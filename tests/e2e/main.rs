@@ -5,6 +5,7 @@
 
 mod support;
 
+mod cdi;
 mod core;
 mod guests;
 mod hardware;

@@ -61,6 +61,15 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// The CDI folder cannot take the specs of resources with `cdi` on.
+    #[error("CDI directory {} (--cdi-dir): {source}", dir.display())]
+    CdiDir {
+        /// The folder.
+        dir: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A folder cannot be watched for changes.
     #[error("cannot watch {}: {source}", dir.display())]
     Watch {

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod builtin;
+pub mod cdi;
 pub mod companions;
 pub mod config;
 mod convert;

@@ -28,6 +28,8 @@ pub struct ResourceReport {
     pub pre_start_required: bool,
     /// Whether `GetPreferredAllocation` is registered.
     pub get_preferred_allocation: bool,
+    /// How `Allocate` names devices (`cdi`).
+    pub cdi: crate::config::CdiMode,
     /// Each bound hook with its guest's name.
     pub hooks: Vec<(Hook, String)>,
     /// What it would advertise now (companions included).
@@ -52,6 +54,7 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
                 socket: spec.config.socket.clone(),
                 pre_start_required: spec.config.pre_start_required,
                 get_preferred_allocation: spec.config.get_preferred_allocation,
+                cdi: spec.config.cdi,
                 hooks: spec
                     .guests
                     .iter()
@@ -75,6 +78,6 @@ pub fn load_offline(config_dir: &Path, host_root: &Path) -> Result<Vec<LoadedRes
     let metrics = Metrics::new();
     specs
         .into_values()
-        .map(|spec| Resource::new(spec, root.clone(), metrics.clone()))
+        .map(|spec| Resource::new(spec, root.clone(), metrics.clone(), None))
         .collect()
 }

@@ -14,7 +14,7 @@ use wdp_policy::types::{Device, DeviceFacts, Verdict};
 
 use crate::builtin;
 use crate::companions;
-use crate::config::OnError;
+use crate::config::{CdiMode, OnError};
 use crate::convert::guest_candidate;
 use crate::device_set::DeviceSet;
 use crate::error::HostError;
@@ -206,6 +206,13 @@ pub fn run(
         }
     }
 
+    if spec.config.cdi != CdiMode::Off
+        && let Some(problem) = devices
+            .iter()
+            .find_map(|d| crate::cdi::check_device_name(&d.id).err())
+    {
+        return Err(refuse(problem));
+    }
     let set = DeviceSet::build(&devices, &verdicts, &state.known).with_companions(companions.nodes);
     let size = set.to_list().encoded_len();
     if size > KUBELET_MAX_MESSAGE_BYTES {

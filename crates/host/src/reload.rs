@@ -122,6 +122,7 @@ impl Host {
             .await
             .map_err(HostError::Task)??;
         new_config.check_socket_paths(&self.options.device_plugin_dir)?;
+        crate::supervisor::check_cdi_dir(&self.options.cdi_dir, &new_config)?;
 
         // Load guests and dry-run every changed resource before touching
         // anything.
@@ -134,6 +135,7 @@ impl Host {
             .collect();
         let (engine, root, metrics) =
             (self.engine.clone(), self.root.clone(), self.metrics.clone());
+        let cdi_dir = self.options.cdi_dir.clone();
         let config_for_prepare = new_config.clone();
         let (specs, mut fresh) = tokio::task::spawn_blocking(move || {
             let specs = prepare(&engine, &config_for_prepare)?;
@@ -143,8 +145,12 @@ impl Host {
                     Some(existing) if existing.spec().same_as(spec) => {}
                     Some(existing) => existing.dry_run(spec)?,
                     None => {
-                        let (resource, warnings) =
-                            Resource::new(spec.clone(), root.clone(), metrics.clone())?;
+                        let (resource, warnings) = Resource::new(
+                            spec.clone(),
+                            root.clone(),
+                            metrics.clone(),
+                            Some(cdi_dir.clone()),
+                        )?;
                         for warning in warnings {
                             tracing::warn!(resource = %name, %warning, "hardware scan");
                         }
@@ -169,6 +175,10 @@ impl Host {
             if let Some(r) = running.remove(&name) {
                 r.stop().await;
                 self.metrics.forget_resource(&name);
+                // Its CDI spec goes with it (a no-op when it wrote none).
+                if let Err(error) = crate::cdi::remove(&self.options.cdi_dir, &name) {
+                    tracing::warn!(resource = %name, %error, "cannot remove the CDI spec");
+                }
                 summary.removed.push(name);
             }
         }

@@ -5,6 +5,7 @@
 //! runs); kubelet RPCs never wait for it, nor for a busy guest.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
@@ -12,6 +13,8 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use wdp_hardware::{Candidate, ChangeWatcher, HostRoot, Selector};
 
+use crate::cdi;
+use crate::config::CdiMode;
 use crate::device_set::{DeviceSet, SharedDeviceSet};
 use crate::error::HostError;
 use crate::guest_call::GuestCaller;
@@ -39,6 +42,10 @@ pub struct Resource {
     /// inotify on the selected hardware, where the kernel gives events;
     /// `None` when it cannot be set up (polling still runs).
     hardware: Option<ChangeWatcher>,
+    /// Where CDI specs go (`None` offline: nothing is written).
+    cdi_dir: Option<PathBuf>,
+    /// The CDI spec last written, to write only changes.
+    cdi_written: Mutex<Option<cdi::Spec>>,
 }
 
 impl std::fmt::Debug for Resource {
@@ -58,6 +65,7 @@ impl Resource {
         spec: ResourceSpec,
         root: HostRoot,
         metrics: Arc<Metrics>,
+        cdi_dir: Option<PathBuf>,
     ) -> Result<(Arc<Self>, Vec<String>), HostError> {
         let name = spec.config.resource.clone();
         let resource = Arc::new(Self {
@@ -74,6 +82,8 @@ impl Resource {
             hardware: ChangeWatcher::new(&root)
                 .inspect_err(|error| tracing::warn!(%error, "no hardware events; polling only"))
                 .ok(),
+            cdi_dir,
+            cdi_written: Mutex::new(None),
         });
         let refreshed = resource.compute(Mode::Strict)?;
         let warnings = refreshed.warnings.clone();
@@ -211,10 +221,37 @@ impl Resource {
             }
         });
         self.metrics.set_devices(&self.name, healthy, unhealthy);
+        self.write_cdi_spec();
         if changed {
             tracing::info!(resource = %self.name, healthy, unhealthy, "device list changed");
         }
         changed
+    }
+
+    /// Writes the resource's CDI spec when it differs from the last one
+    /// written; removes it when `cdi` was turned off.
+    fn write_cdi_spec(&self) {
+        let Some(dir) = &self.cdi_dir else { return };
+        let spec = self.spec.load();
+        let wanted = (spec.config.cdi != CdiMode::Off)
+            .then(|| cdi::spec(&spec.config, &self.devices.borrow()));
+        let mut written = self
+            .cdi_written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *written == wanted {
+            return;
+        }
+        let result = match &wanted {
+            Some(cdi_spec) => cdi::write(dir, &self.name, cdi_spec).map(drop),
+            None => cdi::remove(dir, &self.name),
+        };
+        match result {
+            Ok(()) => *written = wanted,
+            Err(error) => {
+                tracing::warn!(resource = %self.name, dir = %dir.display(), %error, "cannot write the CDI spec; retrying at the next refresh")
+            }
+        }
     }
 
     /// Refreshes on every hardware event, poll tick or request until

@@ -9,7 +9,7 @@ use wdp_policy::Hook;
 use wdp_policy::types::{DeviceRef, PreferredRequest};
 
 use crate::builtin;
-use crate::config::{HookBinding, OnError};
+use crate::config::{CdiMode, HookBinding, OnError};
 use crate::convert::kubelet_response;
 use crate::device_set::AdvertisedDevice;
 use crate::guest_call::GuestFailure;
@@ -74,7 +74,16 @@ impl Resource {
         let set = self.devices();
         let spec = self.spec();
         let devices = set.resolve(ids, true).map_err(Status::invalid_argument)?;
-        let default = builtin::allocate(&devices, set.companions(), &spec.config.permissions);
+        let mut default = builtin::allocate(&devices, set.companions(), &spec.config.permissions);
+        if spec.config.cdi != CdiMode::Off {
+            default.cdi_devices = ids
+                .iter()
+                .map(|id| crate::cdi::device_name(&spec.config.resource, id))
+                .collect();
+            if spec.config.cdi == CdiMode::Names {
+                default.devices.clear();
+            }
+        }
         let response = match spec.bound(Hook::Allocate) {
             None => kubelet_response(default),
             Some((binding, guest)) => {

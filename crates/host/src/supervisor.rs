@@ -31,6 +31,8 @@ pub struct HostOptions {
     pub device_plugin_dir: PathBuf,
     /// Prefix of every hardware read.
     pub host_root: PathBuf,
+    /// Where CDI specs are written for resources with `cdi` on.
+    pub cdi_dir: PathBuf,
 }
 
 /// A served resource and the tasks that serve it.
@@ -88,6 +90,7 @@ impl Host {
             .await
             .map_err(HostError::Task)??;
         config.check_socket_paths(&options.device_plugin_dir)?;
+        check_cdi_dir(&options.cdi_dir, &config)?;
         let engine = new_engine(&config)?;
         let root = HostRoot::new(&options.host_root);
         let resources = {
@@ -97,10 +100,13 @@ impl Host {
                 root.clone(),
                 metrics.clone(),
             );
+            let cdi_dir = options.cdi_dir.clone();
             tokio::task::spawn_blocking(move || {
                 prepare(&engine, &config)?
                     .into_values()
-                    .map(|spec| Resource::new(spec, root.clone(), metrics.clone()))
+                    .map(|spec| {
+                        Resource::new(spec, root.clone(), metrics.clone(), Some(cdi_dir.clone()))
+                    })
                     .collect::<Result<Vec<_>, HostError>>()
             })
             .await
@@ -246,6 +252,25 @@ impl Host {
             .push(watcher);
         Ok(())
     }
+}
+
+/// When any resource writes CDI specs, the CDI folder must exist (it is
+/// created if missing) and accept new files.
+pub(crate) fn check_cdi_dir(dir: &Path, config: &ConfigSet) -> Result<(), HostError> {
+    if config
+        .resources
+        .values()
+        .all(|r| r.cdi == crate::config::CdiMode::Off)
+    {
+        return Ok(());
+    }
+    let fail = |source| HostError::CdiDir {
+        dir: dir.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
+    Ok(())
 }
 
 /// The device-plugin folder must exist and accept new sockets.

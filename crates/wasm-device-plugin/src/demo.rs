@@ -46,6 +46,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             config_dir: args.config_dir.clone(),
             device_plugin_dir: folder.path().to_owned(),
             host_root: args.host_root.clone(),
+            cdi_dir: folder.path().join("cdi"),
         },
         Metrics::new(),
     )

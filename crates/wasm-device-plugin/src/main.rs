@@ -94,6 +94,11 @@ struct RunArgs {
     #[arg(long, env = "WDP_HOST_ROOT", default_value = "/")]
     host_root: PathBuf,
 
+    /// Where CDI specs are written for resources with `cdi` on (a host
+    /// path the container runtime reads, mounted at the same path).
+    #[arg(long, env = "WDP_CDI_DIR", default_value = "/var/run/cdi")]
+    cdi_dir: PathBuf,
+
     /// Address for /metrics, /healthz and /readyz, e.g. 0.0.0.0:9847.
     /// Off when not given.
     #[arg(long, env = "WDP_METRICS_ADDR")]
@@ -200,6 +205,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         config_dir: args.config_dir,
         device_plugin_dir: args.device_plugin_dir,
         host_root: args.host_root,
+        cdi_dir: args.cdi_dir,
     };
     let host = Host::start(options, metrics)
         .await
@@ -227,6 +233,17 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         );
         for (hook, guest) in &r.hooks {
             println!("  hook {hook}: {guest}");
+        }
+        if r.cdi != wdp_host::config::CdiMode::Off {
+            let mode = if r.cdi == wdp_host::config::CdiMode::Names {
+                "names only"
+            } else {
+                "names and device specs"
+            };
+            println!(
+                "  cdi: devices named {}=<device ID> in Allocate ({mode})",
+                r.resource
+            );
         }
         for node in r.devices.companions() {
             println!("  companion {} (every container)", node.path);

@@ -21,7 +21,9 @@ use wdp_hardware::{NodeSelector, Selector};
 use wdp_policy::Hook;
 
 pub use load::{load_dir, read_config_file};
-pub use schema::{HookConfig, HookDefaults, HostSettings, OnError};
+pub use schema::{
+    CdiEdits, CdiHook, CdiMode, CdiMount, HookConfig, HookDefaults, HostSettings, OnError,
+};
 pub use validate::{
     default_socket_name, parse_resource, socket_path, validate_resource_name, validate_socket_name,
 };
@@ -167,6 +169,10 @@ pub struct ResourceConfig {
     pub writable_attributes: Vec<String>,
     /// `[[companion-nodes]]`: nodes every container of the resource gets.
     pub companions: Vec<NodeSelector>,
+    /// How `Allocate` names devices, and whether a CDI spec is written.
+    pub cdi: CdiMode,
+    /// `[cdi-edits]`: what the CDI spec adds to every container.
+    pub cdi_edits: CdiEdits,
 }
 
 impl ConfigSet {

@@ -72,6 +72,63 @@ impl Default for HookDefaults {
     }
 }
 
+/// How `Allocate` names a resource's devices (`cdi = …`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CdiMode {
+    /// Device specs only; no CDI spec is written.
+    #[default]
+    Off,
+    /// CDI device names only (`cdi_devices`); the runtime injects what the
+    /// written spec lists.
+    Names,
+    /// Device specs and CDI device names.
+    Both,
+}
+
+/// `[cdi-edits]`: what the resource's CDI spec adds to every container
+/// besides device and companion nodes (driver libraries, tools, hooks).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CdiEdits {
+    /// `NAME=value` environment entries.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Bind mounts.
+    #[serde(default)]
+    pub mounts: Vec<CdiMount>,
+    /// OCI hooks.
+    #[serde(default)]
+    pub hooks: Vec<CdiHook>,
+}
+
+/// `[[cdi-edits.mounts]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CdiMount {
+    /// Path on the host.
+    pub host_path: String,
+    /// Path in the container.
+    pub container_path: String,
+    /// Mount options, e.g. `["ro", "nosuid", "nodev", "bind"]`.
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+/// `[[cdi-edits.hooks]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CdiHook {
+    /// When it runs: `prestart`, `createRuntime`, `createContainer`,
+    /// `startContainer`, `poststart` or `poststop`.
+    pub hook_name: String,
+    /// The program, an absolute host path.
+    pub path: String,
+    /// Its arguments, `args[0]` included.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
 /// What happens when a guest hook traps, times out or answers nonsense.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -113,6 +170,10 @@ pub(super) struct RawResource {
     pub(super) nodes: Vec<NodeEntry>,
     #[serde(default)]
     pub(super) companion_nodes: Vec<CompanionEntry>,
+    #[serde(default)]
+    pub(super) cdi: CdiMode,
+    #[serde(default)]
+    pub(super) cdi_edits: CdiEdits,
     #[serde(default)]
     pub(super) pci: Vec<PciSelector>,
     #[serde(default)]

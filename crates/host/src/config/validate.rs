@@ -9,7 +9,7 @@ use std::time::Duration;
 use wdp_hardware::{NodeSelector, Selector};
 use wdp_policy::Hook;
 
-use super::schema::{HostSettings, RawResource, parse};
+use super::schema::{CdiEdits, CdiMode, HostSettings, RawResource, parse};
 use super::{CONFIG_VERSION, ConfigError, HookBinding, ResourceConfig};
 use crate::limits::{MAX_DEVICES_PER_RESOURCE, MAX_SOCKET_PATH_BYTES};
 
@@ -182,6 +182,10 @@ pub fn parse_resource(
             "the resource selects no hardware: add [[nodes]], [[pci]] or [[usb]] entries",
         ));
     }
+    if raw.cdi != CdiMode::Off {
+        crate::cdi::check_kind(&raw.resource).map_err(|p| invalid(file, "resource", p))?;
+    }
+    validate_cdi_edits(&raw.cdi_edits).map_err(|(field, p)| invalid(file, &field, p))?;
     let has_pre_start_guest = hooks.iter().any(|h| h.hook == Hook::PreStart);
     let pre_start_required = raw.pre_start_required.unwrap_or(has_pre_start_guest);
 
@@ -203,6 +207,8 @@ pub fn parse_resource(
         guest_config: flatten_table(&raw.guest_config),
         writable_attributes: raw.writable_attributes,
         companions,
+        cdi: raw.cdi,
+        cdi_edits: raw.cdi_edits,
     })
 }
 
@@ -356,6 +362,54 @@ pub fn socket_path(resource: &ResourceConfig, plugin_dir: &Path) -> Result<PathB
         ));
     }
     Ok(path)
+}
+
+/// `[cdi-edits]`: `NAME=value` environment entries, absolute paths, and
+/// hook names the CDI spec knows.
+fn validate_cdi_edits(edits: &CdiEdits) -> Result<(), (String, String)> {
+    for (i, entry) in edits.env.iter().enumerate() {
+        if entry
+            .split_once('=')
+            .is_none_or(|(name, _)| name.is_empty())
+        {
+            return Err((
+                format!("cdi-edits.env[{i}]"),
+                format!("`{entry}` is not NAME=value"),
+            ));
+        }
+    }
+    for (i, mount) in edits.mounts.iter().enumerate() {
+        for (key, path) in [
+            ("host-path", &mount.host_path),
+            ("container-path", &mount.container_path),
+        ] {
+            if !path.starts_with('/') {
+                return Err((
+                    format!("cdi-edits.mounts[{i}].{key}"),
+                    format!("`{path}` must be an absolute path"),
+                ));
+            }
+        }
+    }
+    for (i, hook) in edits.hooks.iter().enumerate() {
+        if !crate::cdi::HOOK_NAMES.contains(&hook.hook_name.as_str()) {
+            return Err((
+                format!("cdi-edits.hooks[{i}].hook-name"),
+                format!(
+                    "`{}` is not one of {}",
+                    hook.hook_name,
+                    crate::cdi::HOOK_NAMES.join(", ")
+                ),
+            ));
+        }
+        if !hook.path.starts_with('/') {
+            return Err((
+                format!("cdi-edits.hooks[{i}].path"),
+                format!("`{}` must be an absolute path", hook.path),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

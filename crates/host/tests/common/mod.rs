@@ -77,6 +77,7 @@ impl World {
             config_dir: self.config(),
             device_plugin_dir: self.plugins(),
             host_root: self.root(),
+            cdi_dir: self.tmp.path().join("cdi"),
         }
     }
 
