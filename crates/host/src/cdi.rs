@@ -256,9 +256,10 @@ pub fn minimum_version(spec: &Spec) -> &'static str {
 /// Writes `spec` for `resource` into `dir` atomically; returns the file.
 pub fn write(dir: &Path, resource: &str, spec: &Spec) -> std::io::Result<PathBuf> {
     let file = spec_file(dir, resource);
+    let mut bytes = serde_json::to_vec_pretty(spec).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    serde_json::to_writer_pretty(&mut tmp, spec).map_err(std::io::Error::other)?;
-    tmp.write_all(b"\n")?;
+    tmp.write_all(&bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(&file).map_err(|e| e.error)?;
     Ok(file)
