@@ -212,14 +212,20 @@ fn hostile_world() -> World {
         "looping",
         "[hooks.allocate]\nguest = \"guests/loop.wasm\"\n[hooks.preferred-allocation]\nguest = \"guests/loop.wasm\"\n",
     );
-    resource("bomb", "[hooks.allocate]\nguest = \"guests/bomb.wasm\"\n");
+    // Only the looping guest needs the short default deadline; the others
+    // get a long one, so that on a loaded machine they still fail the way
+    // they misbehave (memory cap, trap, refused answer), not by timing out.
+    resource(
+        "bomb",
+        "[hooks.allocate]\nguest = \"guests/bomb.wasm\"\ntimeout-ms = 10000\n",
+    );
     resource(
         "trap",
-        "[hooks.allocate]\nguest = \"guests/trap.wasm\"\n[hooks.pre-start]\nguest = \"guests/trap.wasm\"\n",
+        "[hooks.allocate]\nguest = \"guests/trap.wasm\"\ntimeout-ms = 10000\n[hooks.pre-start]\nguest = \"guests/trap.wasm\"\ntimeout-ms = 10000\n",
     );
     resource(
         "nonsense",
-        "[hooks.allocate]\nguest = \"guests/nonsense.wasm\"\n[hooks.preferred-allocation]\nguest = \"guests/nonsense.wasm\"\n",
+        "[hooks.allocate]\nguest = \"guests/nonsense.wasm\"\ntimeout-ms = 10000\n[hooks.preferred-allocation]\nguest = \"guests/nonsense.wasm\"\ntimeout-ms = 10000\n",
     );
     resource(
         "fallback",
@@ -227,7 +233,7 @@ fn hostile_world() -> World {
     );
     resource(
         "sleeper",
-        "[hooks.allocate]\nguest = \"guests/sleeper.wasm\"\n",
+        "[hooks.allocate]\nguest = \"guests/sleeper.wasm\"\ntimeout-ms = 10000\n",
     );
     world
 }
