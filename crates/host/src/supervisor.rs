@@ -19,6 +19,7 @@ use crate::config::{self, ConfigSet};
 use crate::device_set::DeviceSet;
 use crate::error::HostError;
 use crate::metrics::Metrics;
+use crate::plugin_watcher::{RegistrationMode, RegistrationPath, registration_socket_name};
 use crate::reload::{new_engine, prepare, watch_config_dir};
 use crate::resource::Resource;
 use crate::server::{FolderEvent, ServerHandle};
@@ -36,6 +37,10 @@ pub struct HostOptions {
     pub device_plugin_dir: PathBuf,
     /// Prefix of every hardware read.
     pub host_root: PathBuf,
+    /// How resources register: `kubelet.sock` or the plugin watcher.
+    pub registration: RegistrationMode,
+    /// The kubelet's plugins registry folder (the plugin watcher's).
+    pub plugins_registry_dir: PathBuf,
 }
 
 /// A served resource and the tasks that serve it.
@@ -56,6 +61,8 @@ impl Running {
 /// The running host.
 pub struct Host {
     pub(crate) options: HostOptions,
+    /// The registration path chosen at start.
+    registration: RegistrationPath,
     pub(crate) root: HostRoot,
     pub(crate) engine: Arc<PolicyEngine>,
     pub(crate) metrics: Arc<Metrics>,
@@ -86,6 +93,10 @@ impl Host {
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, HostError> {
         check_plugin_dir(&options.device_plugin_dir)?;
+        let registration = options.registration.resolve(&options.plugins_registry_dir);
+        if registration == RegistrationPath::PluginWatcher {
+            check_plugin_dir(&options.plugins_registry_dir)?;
+        }
         // Watch before the first read, so no edit can slip in between.
         let (config_watcher, config_events) = watch_config_dir(&options.config_dir)?;
         let dir = options.config_dir.clone();
@@ -93,6 +104,9 @@ impl Host {
             .await
             .map_err(HostError::Task)??;
         check_socket_paths(&options.device_plugin_dir, &config)?;
+        if registration == RegistrationPath::PluginWatcher {
+            check_registration_socket_paths(&options.plugins_registry_dir, &config)?;
+        }
         let engine = new_engine(&config)?;
         let root = HostRoot::new(&options.host_root);
         let resources = {
@@ -119,8 +133,14 @@ impl Host {
         metrics.reload(true);
 
         let (events, _) = broadcast::channel(64);
+        tracing::info!(
+            path = %registration,
+            plugins_registry_dir = %options.plugins_registry_dir.display(),
+            "registration path"
+        );
         let host = Arc::new(Self {
             options,
+            registration,
             root,
             engine,
             metrics,
@@ -152,7 +172,13 @@ impl Host {
         &self.options
     }
 
-    /// Every configured resource is registered with the kubelet.
+    /// How resources register with the kubelet.
+    pub fn registration_path(&self) -> RegistrationPath {
+        self.registration
+    }
+
+    /// Every configured resource is registered with the kubelet (on the
+    /// plugin-watcher path: its `NotifyRegistrationStatus` said so).
     pub async fn ready(&self) -> bool {
         let running = self.running.lock().await;
         running.values().all(|r| r.server.is_registered())
@@ -188,6 +214,8 @@ impl Host {
         let server = ServerHandle::start(
             resource.clone(),
             self.options.device_plugin_dir.clone(),
+            (self.registration == RegistrationPath::PluginWatcher)
+                .then(|| self.options.plugins_registry_dir.clone()),
             &self.events,
             &self.shutdown,
         );
@@ -272,7 +300,26 @@ pub(crate) fn check_socket_paths(dir: &Path, config: &ConfigSet) -> Result<(), H
     Ok(())
 }
 
-/// The device-plugin folder must exist and accept new sockets.
+/// Every resource's registration socket must fit a Unix socket address in
+/// the plugins registry folder.
+fn check_registration_socket_paths(dir: &Path, config: &ConfigSet) -> Result<(), HostError> {
+    for resource in config.resources.values() {
+        let path = dir.join(registration_socket_name(&resource.socket));
+        let len = path.as_os_str().as_bytes().len();
+        if len > MAX_SOCKET_PATH_BYTES {
+            return Err(HostError::SocketPath {
+                file: resource.file.clone(),
+                path,
+                len,
+                max: MAX_SOCKET_PATH_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The device-plugin folder (and, on the plugin-watcher path, the plugins
+/// registry folder) must exist and accept new sockets.
 fn check_plugin_dir(dir: &Path) -> Result<(), HostError> {
     let fail = |source| HostError::PluginDir {
         dir: dir.to_owned(),

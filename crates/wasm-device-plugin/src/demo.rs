@@ -46,6 +46,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             config_dir: args.config_dir.clone(),
             device_plugin_dir: folder.path().to_owned(),
             host_root: args.host_root.clone(),
+            registration: wdp_host::RegistrationMode::Kubelet,
+            plugins_registry_dir: folder.path().join("plugins_registry"),
         },
         Metrics::new(),
     )

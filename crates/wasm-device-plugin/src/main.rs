@@ -91,6 +91,38 @@ struct RunArgs {
     /// Off when not given.
     #[arg(long, env = "WDP_METRICS_ADDR")]
     metrics_addr: Option<SocketAddr>,
+
+    /// How resources register: `kubelet` calls Register on kubelet.sock;
+    /// `plugin-watcher` serves a registration socket per resource in
+    /// --plugins-registry-dir; `auto` takes the plugin watcher when that
+    /// directory exists.
+    #[arg(long, value_enum, env = "WDP_REGISTRATION", default_value = "auto")]
+    registration: Registration,
+
+    /// The kubelet's plugin-watcher directory, where registration sockets go.
+    #[arg(
+        long,
+        env = "WDP_PLUGINS_REGISTRY_DIR",
+        default_value = wdp_host::plugin_watcher::DEFAULT_PLUGINS_REGISTRY_DIR
+    )]
+    plugins_registry_dir: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Registration {
+    Auto,
+    Kubelet,
+    PluginWatcher,
+}
+
+impl From<Registration> for wdp_host::RegistrationMode {
+    fn from(r: Registration) -> Self {
+        match r {
+            Registration::Auto => Self::Auto,
+            Registration::Kubelet => Self::Kubelet,
+            Registration::PluginWatcher => Self::PluginWatcher,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -181,6 +213,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         config_dir: args.config_dir,
         device_plugin_dir: args.device_plugin_dir,
         host_root: args.host_root,
+        registration: args.registration.into(),
+        plugins_registry_dir: args.plugins_registry_dir,
     };
     let host = Host::start(options, metrics)
         .await

@@ -77,6 +77,8 @@ impl World {
             config_dir: self.config(),
             device_plugin_dir: self.plugins(),
             host_root: self.root(),
+            registration: wdp_host::RegistrationMode::Kubelet,
+            plugins_registry_dir: self.tmp.path().join("plugins_registry"),
         }
     }
 
