@@ -9,6 +9,7 @@ mod core;
 mod guests;
 mod hardware;
 mod ops;
+mod plugin_watcher;
 mod polyglot;
 mod reload;
 mod visibility;
