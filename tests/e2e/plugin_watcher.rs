@@ -94,7 +94,7 @@ async fn kubelet_restarts_are_recovered_on_the_plugin_watcher_path() {
     let world = World::new();
     two_resources(&world);
     let mut watcher = world.watcher().await;
-    let _plugin = world.spawn_with(&["--registration", "plugin-watcher"]);
+    let plugin = world.spawn_with(&["--registration", "plugin-watcher"]);
     watcher.wait_registered(FUSE, 1, WAIT).await.unwrap();
     watcher.wait_registered(TUN, 1, WAIT).await.unwrap();
 
@@ -102,7 +102,10 @@ async fn kubelet_restarts_are_recovered_on_the_plugin_watcher_path() {
     // and every resource registers with the new kubelet.
     watcher.restart().await.unwrap();
     assert!(watcher.state().plugins.is_empty());
-    let fuse = watcher.wait_registered(FUSE, 1, WAIT).await.unwrap();
+    let fuse = watcher
+        .wait_registered(FUSE, 1, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", watcher.state(), plugin.log()));
     watcher.wait_registered(TUN, 1, WAIT).await.unwrap();
     assert!(world.registry().join("fuse-reg.sock").exists());
     assert_eq!(fuse.devices.len(), 2);
@@ -168,7 +171,10 @@ async fn auto_takes_the_plugin_watcher_only_when_its_folder_exists() {
     two_resources(&world);
     let kubelet = world.kubelet().await;
     let plugin = world.spawn();
-    kubelet.wait_registered(FUSE, 1, WAIT).await.unwrap();
+    kubelet
+        .wait_registered(FUSE, 1, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", kubelet.state(), plugin.log()));
     let log = plugin.wait_for_log("registration path").await;
     assert!(log.contains("path=kubelet"), "{log}");
     assert!(!world.registry().exists());

@@ -63,8 +63,12 @@ pub struct WatchedPlugin {
 /// The watcher's view, published on a watch channel.
 #[derive(Clone, Debug, Default)]
 pub struct WatcherState {
-    /// Registered plugins by resource name.
+    /// Registered plugins by resource name (a plugin whose socket went is
+    /// deregistered and leaves this map).
     pub plugins: BTreeMap<String, WatchedPlugin>,
+    /// Registrations per resource since the watcher (re)started, counting
+    /// those of plugins deregistered since.
+    pub registrations: BTreeMap<String, u64>,
     /// Registrations that failed or were refused: (socket, reason).
     pub failures: Vec<(PathBuf, String)>,
     /// Registrations refused on purpose ([`SimPluginWatcher::refuse`]).
@@ -140,7 +144,10 @@ impl SimPluginWatcher {
                 }
             }
         }
-        self.state.send_modify(|s| s.plugins.clear());
+        self.state.send_modify(|s| {
+            s.plugins.clear();
+            s.registrations.clear();
+        });
         self.stop = run(&self.dir, self.state.clone(), self.refuse.clone())?;
         self.restarts += 1;
         Ok(())
@@ -292,9 +299,13 @@ fn run(
         }
     }
     let token = stop.clone();
+    let retry = tx;
     tokio::spawn(async move {
         let _watcher = watcher;
         let mut generation = 0u64;
+        // Sockets handled, by inode: a socket seen twice (the first walk
+        // and its creation event) is registered once.
+        let mut handled = std::collections::HashMap::<PathBuf, u64>::new();
         loop {
             let seen = tokio::select! {
                 _ = token.cancelled() => return,
@@ -309,19 +320,25 @@ fn run(
                     if hidden || !meta.file_type().is_socket() {
                         continue;
                     }
-                    let known = state
-                        .borrow()
-                        .plugins
-                        .values()
-                        .any(|p| p.socket == path && p.inode == meta.ino());
-                    if known {
+                    if handled.insert(path.clone(), meta.ino()) == Some(meta.ino()) {
                         continue;
                     }
                     generation += 1;
                     let reason = refuse.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                    register(&path, meta.ino(), generation, reason, &state, &token).await;
+                    let done = register(&path, meta.ino(), generation, reason, &state, &token).await;
+                    if !done {
+                        // Like the kubelet's reconciler: try again shortly
+                        // (a socket is created by bind() before listen()).
+                        handled.remove(&path);
+                        let retry = retry.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            let _ = retry.send(Seen::Created(path));
+                        });
+                    }
                 }
                 Seen::Removed(path) => {
+                    handled.remove(&path);
                     state.send_modify(|s| s.plugins.retain(|_, p| p.socket != path));
                 }
             }
@@ -343,7 +360,8 @@ async fn notify(
     conn.unary(NOTIFY, &status, Duration::from_secs(5)).await
 }
 
-/// One registration, the kubelet's `RegisterPlugin` operation.
+/// One registration, the kubelet's `RegisterPlugin` operation. False when
+/// the socket could not be dialled yet (to be tried again).
 async fn register(
     socket: &Path,
     inode: u64,
@@ -351,14 +369,18 @@ async fn register(
     refuse: Option<String>,
     state: &Arc<watch::Sender<WatcherState>>,
     stop: &CancellationToken,
-) {
+) -> bool {
     let fail = |reason: String| {
         tracing::warn!(socket = %socket.display(), %reason, "plugin registration failed");
         state.send_modify(|s| s.failures.push((socket.to_owned(), reason)));
+        true
     };
     let mut conn = match KubeletStyleConn::connect(socket).await {
         Ok(conn) => conn,
-        Err(e) => return fail(format!("dial: {e}")),
+        Err(e) => {
+            tracing::debug!(socket = %socket.display(), error = %e, "cannot dial yet");
+            return false;
+        }
     };
     let info: PluginInfo = match conn
         .unary(GET_INFO, &InfoRequest {}, Duration::from_secs(1))
@@ -392,7 +414,7 @@ async fn register(
         if let Err(e) = sent {
             fail(format!("NotifyRegistrationStatus: {e}"));
         }
-        return;
+        return true;
     }
     let mut client = match dial_endpoint(Path::new(&info.endpoint)).await {
         Ok(client) => client,
@@ -404,7 +426,9 @@ async fn register(
     };
     let resource = info.name.clone();
     state.send_modify(|s| {
-        let registrations = s.plugins.get(&resource).map_or(0, |p| p.registrations) + 1;
+        let count = s.registrations.entry(resource.clone()).or_default();
+        *count += 1;
+        let registrations = *count;
         s.plugins.insert(
             resource.clone(),
             WatchedPlugin {
@@ -431,6 +455,7 @@ async fn register(
     if let Err(e) = notify(&mut conn, true, String::new()).await {
         fail(format!("NotifyRegistrationStatus: {e}"));
     }
+    true
 }
 
 async fn list_and_watch(
