@@ -11,7 +11,9 @@ use wdp_kubelet_api::pluginregistration::{
 };
 use wdp_kubelet_sim::kubelet_dial::{DialError, KubeletStyleConn, grpc_go_authority};
 
-use crate::support::{WAIT, World, free_addr, http_get, wait_metric};
+use wdp_kubelet_sim::{SimPluginWatcher, WatchedPlugin};
+
+use crate::support::{Plugin, WAIT, World, free_addr, http_get, wait_metric};
 
 const FUSE: &str = "e2e.example.com/fuse";
 const TUN: &str = "e2e.example.com/tun";
@@ -36,6 +38,19 @@ fn two_resources(world: &World) {
             "version = 1\nresource = \"{TUN}\"\nsocket = \"tun.sock\"\npre-start-required = true\n[[nodes]]\npath = \"/dev/net/tun\"\n"
         ),
     );
+}
+
+/// Waits for `count` registrations of `resource`; on timeout, says why.
+async fn registered(
+    watcher: &SimPluginWatcher,
+    plugin: &Plugin,
+    resource: &str,
+    count: u64,
+) -> WatchedPlugin {
+    watcher
+        .wait_registered(resource, count, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:#?}\n{}", watcher.state(), plugin.log()))
 }
 
 async fn wait_ready(addr: &str) {
@@ -78,7 +93,9 @@ async fn every_resource_registers_through_the_plugin_watcher_and_is_admitted() {
     wait_ready(&addr).await;
     wait_metric(
         &addr,
-        &format!("wasm_device_plugin_registrations_total{{resource=\"{FUSE}\",result=\"success\"}}"),
+        &format!(
+            "wasm_device_plugin_registrations_total{{resource=\"{FUSE}\",result=\"success\"}}"
+        ),
         |n| n >= 1.0,
     )
     .await;
@@ -86,7 +103,11 @@ async fn every_resource_registers_through_the_plugin_watcher_and_is_admitted() {
         .wait_for_log("registered with the kubelet through the plugin watcher")
         .await;
     assert!(log.contains("path=plugin-watcher"), "{log}");
-    assert!(watcher.state().failures.is_empty(), "{:?}", watcher.state().failures);
+    assert!(
+        watcher.state().failures.is_empty(),
+        "{:?}",
+        watcher.state().failures
+    );
 }
 
 #[tokio::test]
@@ -95,18 +116,15 @@ async fn kubelet_restarts_are_recovered_on_the_plugin_watcher_path() {
     two_resources(&world);
     let mut watcher = world.watcher().await;
     let plugin = world.spawn_with(&["--registration", "plugin-watcher"]);
-    watcher.wait_registered(FUSE, 1, WAIT).await.unwrap();
-    watcher.wait_registered(TUN, 1, WAIT).await.unwrap();
+    registered(&watcher, &plugin, FUSE, 1).await;
+    registered(&watcher, &plugin, TUN, 1).await;
 
     // A restart that cleans the registry folder: the sockets come back
     // and every resource registers with the new kubelet.
     watcher.restart().await.unwrap();
     assert!(watcher.state().plugins.is_empty());
-    let fuse = watcher
-        .wait_registered(FUSE, 1, WAIT)
-        .await
-        .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", watcher.state(), plugin.log()));
-    watcher.wait_registered(TUN, 1, WAIT).await.unwrap();
+    let fuse = registered(&watcher, &plugin, FUSE, 1).await;
+    registered(&watcher, &plugin, TUN, 1).await;
     assert!(world.registry().join("fuse-reg.sock").exists());
     assert_eq!(fuse.devices.len(), 2);
     watcher.admit(FUSE, 2).await.unwrap();
@@ -116,11 +134,20 @@ async fn kubelet_restarts_are_recovered_on_the_plugin_watcher_path() {
     for socket in world.plugin_sockets() {
         std::fs::remove_file(world.plugins().join(socket)).unwrap();
     }
-    let again = watcher.wait_registered(FUSE, 2, WAIT).await.unwrap();
-    assert!(again.registered_at > fuse.registered_at);
+    let again = registered(&watcher, &plugin, FUSE, 2).await;
+    assert!(
+        again.registered_at > fuse.registered_at,
+        "{:?}\n{}",
+        watcher.state(),
+        plugin.log()
+    );
     assert!(world.plugins().join("fuse.sock").exists());
-    watcher.wait_registered(TUN, 2, WAIT).await.unwrap();
-    assert!(watcher.state().failures.is_empty(), "{:?}", watcher.state().failures);
+    registered(&watcher, &plugin, TUN, 2).await;
+    assert!(
+        watcher.state().failures.is_empty(),
+        "{:?}",
+        watcher.state().failures
+    );
 }
 
 #[tokio::test]
@@ -148,7 +175,9 @@ async fn a_refusal_is_logged_with_its_reason_and_retried_on_the_next_kubelet_sta
     assert!(line.contains("refused"), "{line}");
     wait_metric(
         &addr,
-        &format!("wasm_device_plugin_registrations_total{{resource=\"{FUSE}\",result=\"failure\"}}"),
+        &format!(
+            "wasm_device_plugin_registrations_total{{resource=\"{FUSE}\",result=\"failure\"}}"
+        ),
         |n| n >= 1.0,
     )
     .await;
@@ -198,9 +227,7 @@ async fn the_kubelets_socket_path_authority_gets_an_answer() {
     two_resources(&world);
     std::fs::create_dir_all(world.registry()).unwrap();
     let plugin = world.spawn_with(&["--registration", "plugin-watcher"]);
-    plugin
-        .wait_for_log("serving the registration socket")
-        .await;
+    plugin.wait_for_log("serving the registration socket").await;
     let socket = world.registry().join("fuse-reg.sock");
     plugin.wait_for_log(&socket.display().to_string()).await;
 
@@ -216,7 +243,9 @@ async fn the_kubelets_socket_path_authority_gets_an_answer() {
     }
     // Older grpc-go sent the path verbatim.
     let raw = socket.display().to_string();
-    let mut conn = KubeletStyleConn::connect_with_authority(&socket, raw).await.unwrap();
+    let mut conn = KubeletStyleConn::connect_with_authority(&socket, raw)
+        .await
+        .unwrap();
     let info: PluginInfo = conn.unary(GET_INFO, &InfoRequest {}, WAIT).await.unwrap();
     assert_eq!(info.name, FUSE);
 }

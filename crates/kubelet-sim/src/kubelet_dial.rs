@@ -63,8 +63,7 @@ pub enum DialError {
 pub fn grpc_go_authority(socket: &Path) -> String {
     let mut out = String::new();
     for &b in socket.as_os_str().as_encoded_bytes() {
-        let keep = b.is_ascii_alphanumeric()
-            || b"-_.~!$&'()*+,;=:[]@".contains(&b);
+        let keep = b.is_ascii_alphanumeric() || b"-_.~!$&'()*+,;=:[]@".contains(&b);
         if keep {
             out.push(char::from(b));
         } else {
@@ -197,7 +196,9 @@ impl KubeletStyleConn {
                     } else {
                         &frame.payload[..]
                     };
-                    block.get_or_insert_with(Vec::new).extend_from_slice(fragment);
+                    block
+                        .get_or_insert_with(Vec::new)
+                        .extend_from_slice(fragment);
                     if frame.flags & END_HEADERS != 0 {
                         let raw = block.take().unwrap_or_default();
                         let decoded = self
@@ -256,11 +257,7 @@ impl KubeletStyleConn {
     /// grpc-go's encoder: an exact match in the dynamic table is sent by
     /// index, anything else as a literal added to the table (RFC 7541 6.2.1).
     fn encode(&mut self, out: &mut Vec<u8>, name: &str, value: &str) {
-        if let Some(i) = self
-            .table
-            .iter()
-            .position(|(n, v)| n == name && v == value)
-        {
+        if let Some(i) = self.table.iter().position(|(n, v)| n == name && v == value) {
             put_int(out, 0x80, 7, 62 + i);
             return;
         }

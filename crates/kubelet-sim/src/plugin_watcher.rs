@@ -27,8 +27,7 @@ use wdp_kubelet_api::pluginregistration::{
 };
 use wdp_kubelet_api::v1beta1::{
     self, AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse, Device,
-    DevicePluginOptions, Empty, PreStartContainerRequest,
-    device_plugin_client::DevicePluginClient,
+    DevicePluginOptions, Empty, PreStartContainerRequest, device_plugin_client::DevicePluginClient,
 };
 
 use crate::kubelet_dial::{DialError, KubeletStyleConn};
@@ -56,7 +55,6 @@ pub struct WatchedPlugin {
     pub lists_received: u64,
     /// Whether the `ListAndWatch` stream is open.
     pub streaming: bool,
-    inode: u64,
     generation: u64,
 }
 
@@ -245,7 +243,9 @@ impl Drop for SimPluginWatcher {
     }
 }
 
-async fn dial_endpoint(path: &Path) -> Result<DevicePluginClient<tonic::transport::Channel>, SimError> {
+async fn dial_endpoint(
+    path: &Path,
+) -> Result<DevicePluginClient<tonic::transport::Channel>, SimError> {
     let limit = Duration::from_secs(10);
     let channel = tokio::time::timeout(limit, wdp_kubelet_api::connect_unix(path.to_owned()))
         .await
@@ -313,7 +313,9 @@ fn run(
             };
             match seen {
                 Seen::Created(path) => {
-                    let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+                    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                        continue;
+                    };
                     let hidden = path
                         .file_name()
                         .is_some_and(|n| n.to_string_lossy().starts_with('.'));
@@ -324,8 +326,11 @@ fn run(
                         continue;
                     }
                     generation += 1;
-                    let reason = refuse.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                    let done = register(&path, meta.ino(), generation, reason, &state, &token).await;
+                    let reason = refuse
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
+                    let done = register(&path, generation, reason, &state, &token).await;
                     if !done {
                         // Like the kubelet's reconciler: try again shortly
                         // (a socket is created by bind() before listen()).
@@ -364,7 +369,6 @@ async fn notify(
 /// the socket could not be dialled yet (to be tried again).
 async fn register(
     socket: &Path,
-    inode: u64,
     generation: u64,
     refuse: Option<String>,
     state: &Arc<watch::Sender<WatcherState>>,
@@ -390,17 +394,30 @@ async fn register(
         Err(e) => return fail(format!("GetInfo: {e}")),
     };
     let problem = if info.r#type != DEVICE_PLUGIN_TYPE {
-        Some(format!("no handler registered for plugin type: {}", info.r#type))
-    } else if !info.supported_versions.iter().any(|v| v == v1beta1::VERSION) {
+        Some(format!(
+            "no handler registered for plugin type: {}",
+            info.r#type
+        ))
+    } else if !info
+        .supported_versions
+        .iter()
+        .any(|v| v == v1beta1::VERSION)
+    {
         Some(format!(
             "manager version, {}, is not among plugin supported versions {:?}",
             v1beta1::VERSION,
             info.supported_versions
         ))
     } else if !is_extended_resource_name(&info.name) {
-        Some(format!("invalid name of device plugin socket: {}", info.name))
+        Some(format!(
+            "invalid name of device plugin socket: {}",
+            info.name
+        ))
     } else if !Path::new(&info.endpoint).is_absolute() {
-        Some(format!("endpoint {:?} is not an absolute path", info.endpoint))
+        Some(format!(
+            "endpoint {:?} is not an absolute path",
+            info.endpoint
+        ))
     } else {
         None
     };
@@ -440,7 +457,6 @@ async fn register(
                 devices: Vec::new(),
                 lists_received: 0,
                 streaming: false,
-                inode,
                 generation,
             },
         );

@@ -41,11 +41,7 @@ guest = "guests/allocate-shaper.wasm"
     )
 }
 
-async fn measure(
-    kubelet: &SimKubelet,
-    name: &str,
-    rounds: usize,
-) -> (Vec<Duration>, Vec<Duration>) {
+async fn measure(kubelet: &SimKubelet, name: &str, rounds: usize) -> (Vec<Duration>, Vec<Duration>) {
     let mut client = kubelet.client(name).await.unwrap();
     let ids = kubelet.plugin(name).unwrap().healthy_ids();
     let (mut allocate, mut preferred) = (Vec::new(), Vec::new());
@@ -87,10 +83,7 @@ async fn main() {
     for d in [&root, &config.join("guests"), &plugins] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/gpu-server/."
-    );
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/gpu-server/.");
     assert!(
         std::process::Command::new("cp")
             .args(["-a", fixture])
@@ -107,17 +100,9 @@ async fn main() {
     ] {
         std::fs::copy(built, config.join("guests").join(name)).unwrap();
     }
-    std::fs::write(
-        config.join("host.toml"),
-        "version = 1\npoll-interval-ms = 50\n",
-    )
-    .unwrap();
+    std::fs::write(config.join("host.toml"), "version = 1\npoll-interval-ms = 50\n").unwrap();
     std::fs::write(config.join("busy.toml"), resource(BUSY, "busy-health.wasm")).unwrap();
-    std::fs::write(
-        config.join("calm.toml"),
-        resource(CALM, "presence-health.wasm"),
-    )
-    .unwrap();
+    std::fs::write(config.join("calm.toml"), resource(CALM, "presence-health.wasm")).unwrap();
 
     let kubelet = SimKubelet::start(&plugins).await.unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasm-device-plugin"))
@@ -157,14 +142,8 @@ async fn main() {
         ("Allocate", &mut calm_alloc, &mut busy_alloc),
         ("GetPreferredAllocation", &mut calm_pref, &mut busy_pref),
     ] {
-        let (c50, c99) = (
-            percentile(samples_calm, 0.5),
-            percentile(samples_calm, 0.99),
-        );
-        let (b50, b99) = (
-            percentile(samples_busy, 0.5),
-            percentile(samples_busy, 0.99),
-        );
+        let (c50, c99) = (percentile(samples_calm, 0.5), percentile(samples_calm, 0.99));
+        let (b50, b99) = (percentile(samples_busy, 0.5), percentile(samples_busy, 0.99));
         println!(
             "  {label:<23} fast health: p50 {:>8.1} µs p99 {:>8.1} µs | spinning health: p50 {:>8.1} µs p99 {:>8.1} µs | goal p99 ≤ 3 × {:.1} µs + 5 ms: {}",
             us(c50),
@@ -172,11 +151,7 @@ async fn main() {
             us(b50),
             us(b99),
             us(c99),
-            if b99 <= c99 * 3 + Duration::from_millis(5) {
-                "met"
-            } else {
-                "MISSED"
-            }
+            if b99 <= c99 * 3 + Duration::from_millis(5) { "met" } else { "MISSED" }
         );
     }
     child.start_kill().unwrap();
