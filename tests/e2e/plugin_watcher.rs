@@ -13,7 +13,7 @@ use wdp_kubelet_sim::kubelet_dial::{DialError, KubeletStyleConn, grpc_go_authori
 
 use wdp_kubelet_sim::{SimPluginWatcher, WatchedPlugin};
 
-use crate::support::{Plugin, WAIT, World, free_addr, http_get, wait_metric};
+use crate::support::{Plugin, WAIT, World, free_addr, http_get, run_to_end, wait_metric};
 
 const FUSE: &str = "e2e.example.com/fuse";
 const TUN: &str = "e2e.example.com/tun";
@@ -283,4 +283,52 @@ async fn a_plain_tonic_server_resets_the_kubelets_request() {
         .unary::<_, PluginInfo>(GET_INFO, &InfoRequest {}, WAIT)
         .await;
     assert!(matches!(answer, Err(DialError::Reset(1))), "{answer:?}");
+}
+
+#[tokio::test]
+async fn check_and_test_name_the_registration_path_per_resource() {
+    let world = World::new();
+    two_resources(&world);
+    let (config, root, plugins, registry) = (
+        world.config(),
+        world.root(),
+        world.plugins(),
+        world.registry(),
+    );
+    let common = [
+        "--config-dir",
+        config.to_str().unwrap(),
+        "--host-root",
+        root.to_str().unwrap(),
+        "--device-plugin-dir",
+        plugins.to_str().unwrap(),
+        "--plugins-registry-dir",
+        registry.to_str().unwrap(),
+    ];
+    // auto, no registry folder: kubelet.sock.
+    for command in ["check", "test"] {
+        let mut args = vec![command];
+        args.extend_from_slice(&common);
+        let (code, out, err) = run_to_end(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        let expected = format!(
+            "registration: kubelet (Register on {}, endpoint fuse.sock)",
+            plugins.join("kubelet.sock").display()
+        );
+        assert!(out.contains(&expected), "{command}: {out}");
+    }
+    // The folder exists: the plugin watcher, with both paths named.
+    std::fs::create_dir_all(&registry).unwrap();
+    for command in ["check", "test"] {
+        let mut args = vec![command];
+        args.extend_from_slice(&common);
+        let (code, out, err) = run_to_end(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        let expected = format!(
+            "registration: plugin-watcher ({} answers GetInfo, endpoint {})",
+            registry.join("tun-reg.sock").display(),
+            plugins.join("tun.sock").display()
+        );
+        assert!(out.contains(&expected), "{command}: {out}");
+    }
 }

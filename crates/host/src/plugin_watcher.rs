@@ -94,6 +94,29 @@ pub fn registration_socket_name(device_plugin_socket: &str) -> String {
     format!("{stem}-reg.sock")
 }
 
+/// One line saying how a resource served on `socket` registers, for
+/// `check` and `test`.
+pub fn describe_registration(
+    path: RegistrationPath,
+    device_plugin_dir: &Path,
+    registry_dir: &Path,
+    socket: &str,
+) -> String {
+    match path {
+        RegistrationPath::Kubelet => format!(
+            "registration: kubelet (Register on {}, endpoint {socket})",
+            device_plugin_dir.join(v1beta1::KUBELET_SOCKET).display()
+        ),
+        RegistrationPath::PluginWatcher => format!(
+            "registration: plugin-watcher ({} answers GetInfo, endpoint {})",
+            registry_dir
+                .join(registration_socket_name(socket))
+                .display(),
+            device_plugin_dir.join(socket).display()
+        ),
+    }
+}
+
 /// What `GetInfo` answers for a resource served at `endpoint`.
 pub fn plugin_info(resource: &str, endpoint: &Path) -> PluginInfo {
     PluginInfo {

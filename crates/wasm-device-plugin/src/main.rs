@@ -7,6 +7,7 @@
 mod demo;
 mod exercise;
 mod http;
+mod registration;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -134,6 +135,9 @@ struct CheckArgs {
     /// Prefix for every hardware read (/sys, /dev).
     #[arg(long, env = "WDP_HOST_ROOT", default_value = "/")]
     host_root: PathBuf,
+
+    #[command(flatten)]
+    registration: registration::RegistrationView,
 }
 
 #[derive(Debug, clap::Args)]
@@ -240,6 +244,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             "  socket {}  pre-start-required={}  get-preferred-allocation={}",
             r.socket, r.pre_start_required, r.get_preferred_allocation
         );
+        println!("  {}", args.registration.describe(&r.socket));
         for (hook, guest) in &r.hooks {
             println!("  hook {hook}: {guest}");
         }
