@@ -67,7 +67,8 @@ async fn every_resource_registers_through_the_plugin_watcher_and_is_admitted() {
     two_resources(&world);
     let watcher = world.watcher().await;
     let addr = free_addr();
-    let plugin = world.spawn_with(&["--registration", "plugin-watcher", "--metrics-addr", &addr]);
+    let mut plugin =
+        world.spawn_with(&["--registration", "plugin-watcher", "--metrics-addr", &addr]);
 
     let fuse = watcher.wait_registered(FUSE, 1, WAIT).await.unwrap();
     let tun = watcher.wait_registered(TUN, 1, WAIT).await.unwrap();
@@ -108,6 +109,16 @@ async fn every_resource_registers_through_the_plugin_watcher_and_is_admitted() {
         "{:?}",
         watcher.state().failures
     );
+
+    // Shutting down deregisters: the registration sockets go, and the
+    // kubelet (here its stand-in) forgets the resources.
+    assert!(plugin.terminate().await.success());
+    assert!(!world.registry().join("fuse-reg.sock").exists());
+    assert!(!world.registry().join("tun-reg.sock").exists());
+    watcher
+        .wait_for("deregistration", WAIT, |s| s.plugins.is_empty())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
