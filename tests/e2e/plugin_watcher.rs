@@ -252,6 +252,13 @@ async fn the_kubelets_socket_path_authority_gets_an_answer() {
         assert_eq!(info.name, FUSE);
         assert_eq!(info.r#type, "DevicePlugin");
     }
+    // A long-lived connection, as the kubelet's connection monitor keeps
+    // (GetInfo every 10 s): the HPACK table fills and evicts, and every
+    // call is still answered.
+    for _ in 0..300 {
+        let info: PluginInfo = conn.unary(GET_INFO, &InfoRequest {}, WAIT).await.unwrap();
+        assert_eq!(info.name, FUSE);
+    }
     // Older grpc-go sent the path verbatim.
     let raw = socket.display().to_string();
     let mut conn = KubeletStyleConn::connect_with_authority(&socket, raw)

@@ -145,6 +145,9 @@ impl KubeletStyleConn {
     ) -> Result<Resp, DialError> {
         let id = self.next_stream;
         self.next_stream += 2;
+        // grpc-go sends the time left as grpc-timeout, a new value (and so
+        // a new dynamic-table entry) on nearly every call.
+        let timeout = format!("{}u", 999_999 - id);
         let fields = [
             (":method", "POST"),
             (":scheme", "http"),
@@ -153,6 +156,7 @@ impl KubeletStyleConn {
             ("content-type", "application/grpc"),
             ("user-agent", "grpc-go/1.72.0"),
             ("te", "trailers"),
+            ("grpc-timeout", &timeout),
         ];
         let mut block = Vec::new();
         for (name, value) in fields {
@@ -267,14 +271,12 @@ impl KubeletStyleConn {
         put_int(out, 0, 7, value.len());
         out.extend_from_slice(value.as_bytes());
         self.table.insert(0, (name.to_owned(), value.to_owned()));
-        // Stay well inside the 4,096-byte table (no eviction to model).
-        assert!(
-            self.table
-                .iter()
-                .map(|(n, v)| n.len() + v.len() + 32)
-                .sum::<usize>()
-                <= 4096
-        );
+        // Evict the oldest entries beyond the default 4,096 bytes (RFC 7541 4.4).
+        let size =
+            |t: &[(String, String)]| t.iter().map(|(n, v)| n.len() + v.len() + 32).sum::<usize>();
+        while size(&self.table) > 4096 {
+            self.table.pop();
+        }
     }
 
     async fn read_frame(&mut self) -> Result<Frame, DialError> {
