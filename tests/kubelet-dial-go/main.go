@@ -17,9 +17,12 @@ import (
 
 type raw struct{}
 
-func (raw) Marshal(v interface{}) ([]byte, error)      { return *(v.(*[]byte)), nil }
-func (raw) Unmarshal(data []byte, v interface{}) error { *(v.(*[]byte)) = append([]byte(nil), data...); return nil }
-func (raw) Name() string                               { return "proto" }
+func (raw) Marshal(v interface{}) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (raw) Unmarshal(data []byte, v interface{}) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (raw) Name() string { return "proto" }
 
 func main() {
 	encoding.RegisterCodec(raw{})
