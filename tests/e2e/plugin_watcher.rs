@@ -350,3 +350,32 @@ async fn check_and_test_name_the_registration_path_per_resource() {
         assert!(out.contains(&expected), "{command}: {out}");
     }
 }
+
+#[tokio::test]
+async fn changed_options_reach_the_kubelet_through_the_plugin_watcher() {
+    let world = World::new();
+    two_resources(&world);
+    let watcher = world.watcher().await;
+    let plugin = world.spawn_with(&["--registration", "plugin-watcher"]);
+    let tun = registered(&watcher, &plugin, TUN, 1).await;
+    assert!(tun.options.pre_start_required);
+
+    // The kubelet reads options when it connects: a live edit serves a new
+    // registration socket, and the kubelet connects again.
+    world.write_config(
+        "tun.toml",
+        &format!(
+            "version = 1\nresource = \"{TUN}\"\nsocket = \"tun.sock\"\n[[nodes]]\npath = \"/dev/net/tun\"\n"
+        ),
+    );
+    let state = watcher
+        .wait_for("new TUN options", WAIT, |s| {
+            s.plugins
+                .get(TUN)
+                .is_some_and(|p| !p.options.pre_start_required && p.lists_received > 0)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:#?}\n{}", watcher.state(), plugin.log()));
+    assert!(state.registrations[TUN] >= 2);
+    watcher.admit(TUN, 1).await.unwrap();
+}
