@@ -79,6 +79,7 @@ pub struct SimPluginWatcher {
     state: Arc<watch::Sender<WatcherState>>,
     refuse: Arc<Mutex<Option<String>>>,
     stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
     restarts: u64,
 }
 
@@ -100,12 +101,13 @@ impl SimPluginWatcher {
         })?;
         let state = Arc::new(watch::Sender::new(WatcherState::default()));
         let refuse = Arc::new(Mutex::new(None));
-        let stop = run(&dir, state.clone(), refuse.clone())?;
+        let (stop, task) = run(&dir, state.clone(), refuse.clone())?;
         Ok(Self {
             dir,
             state,
             refuse,
             stop,
+            task,
             restarts: 0,
         })
     }
@@ -135,6 +137,8 @@ impl SimPluginWatcher {
     /// delete every socket there, forget every plugin, watch again.
     pub async fn restart(&mut self) -> Result<(), SimError> {
         self.stop.cancel();
+        // Nothing of the old instance may register what the new one finds.
+        let _ = (&mut self.task).await;
         if let Ok(entries) = std::fs::read_dir(&self.dir) {
             for entry in entries.flatten() {
                 if entry.file_type().is_ok_and(|t| t.is_socket()) {
@@ -146,7 +150,7 @@ impl SimPluginWatcher {
             s.plugins.clear();
             s.registrations.clear();
         });
-        self.stop = run(&self.dir, self.state.clone(), self.refuse.clone())?;
+        (self.stop, self.task) = run(&self.dir, self.state.clone(), self.refuse.clone())?;
         self.restarts += 1;
         Ok(())
     }
@@ -267,7 +271,7 @@ fn run(
     dir: &Path,
     state: Arc<watch::Sender<WatcherState>>,
     refuse: Arc<Mutex<Option<String>>>,
-) -> Result<CancellationToken, SimError> {
+) -> Result<(CancellationToken, tokio::task::JoinHandle<()>), SimError> {
     let stop = CancellationToken::new();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let events = tx.clone();
@@ -300,7 +304,7 @@ fn run(
     }
     let token = stop.clone();
     let retry = tx;
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let _watcher = watcher;
         let mut generation = 0u64;
         // Sockets handled, by inode: a socket seen twice (the first walk
@@ -330,7 +334,10 @@ fn run(
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .clone();
-                    let done = register(&path, generation, reason, &state, &token).await;
+                    let done = tokio::select! {
+                        _ = token.cancelled() => return,
+                        done = register(&path, generation, reason, &state, &token) => done,
+                    };
                     if !done {
                         // Like the kubelet's reconciler: try again shortly
                         // (a socket is created by bind() before listen()).
@@ -349,7 +356,7 @@ fn run(
             }
         }
     });
-    Ok(stop)
+    Ok((stop, task))
 }
 
 /// `NotifyRegistrationStatus`, with the kubelet's 5 s limit.
