@@ -205,10 +205,20 @@ async fn serve_loop(service: RegistrationService, path: PathBuf, stop: Cancellat
     // Without a watcher the once-a-second check below still notices.
     let _watcher = watch_removal(&path, removed.clone());
     let mut wait = Duration::from_millis(25);
+    // Bound and listening under a name the watcher ignores, then renamed
+    // into place: the kubelet never sees a socket that refuses connections.
+    let staging = path.with_file_name(format!(
+        ".{}.staging",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
     loop {
         registered.send_replace(false);
-        let _ = std::fs::remove_file(&path);
-        let listener = match UnixListener::bind(&path) {
+        let _ = std::fs::remove_file(&staging);
+        let bound = UnixListener::bind(&staging).and_then(|listener| {
+            std::fs::rename(&staging, &path)?;
+            Ok(listener)
+        });
+        let listener = match bound {
             Ok(listener) => listener,
             Err(error) => {
                 tracing::error!(resource = %name, socket = %path.display(), %error, "cannot serve the registration socket; retrying in {wait:?}");

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
@@ -278,9 +279,15 @@ fn run(
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         for path in event.paths {
+            // fsnotify, as the kubelet uses it, reports a file renamed into
+            // the folder as created and one renamed away as removed.
             let seen = match event.kind {
-                EventKind::Create(_) => Seen::Created(path),
-                EventKind::Remove(_) => Seen::Removed(path),
+                EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
+                    Seen::Created(path)
+                }
+                EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From)) => {
+                    Seen::Removed(path)
+                }
                 _ => continue,
             };
             let _ = events.send(seen);
