@@ -5,6 +5,13 @@
 //! folder), Allocate and
 //! GetPreferredAllocation round trips over the Unix socket with the
 //! built-in policy, and the host's idle RSS with four resources.
+//!
+//! Re-registration of all 4 resources after a kubelet restart, measured on
+//! the 2-core development machine (shared with other builds), 50 restarts:
+//! `kubelet.sock` p50 1.5 ms / p99 28 ms; plugin watcher (registry folder
+//! cleaned) p50 3.1 ms / p99 5.6 ms. Before registration sockets were
+//! renamed into place after listen(), the plugin-watcher p99 was 104 ms:
+//! the watcher saw the socket before it listened and had to try again.
 
 use std::time::{Duration, Instant};
 
