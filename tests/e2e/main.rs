@@ -12,6 +12,7 @@ mod hardware;
 mod hostile_input;
 mod least_privilege;
 mod ops;
+mod plugin_watcher;
 mod polyglot;
 mod reload;
 mod visibility;

@@ -5,7 +5,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use tempfile::TempDir;
-use wdp_kubelet_sim::SimKubelet;
+use wdp_kubelet_sim::{SimKubelet, SimPluginWatcher};
 
 /// Generous bound for events that normally take milliseconds.
 pub const WAIT: Duration = Duration::from_secs(15);
@@ -41,6 +41,17 @@ impl World {
 
     pub fn plugins(&self) -> PathBuf {
         self.tmp.path().join("plugins")
+    }
+
+    /// The plugin watcher's registry folder; absent until a test makes it
+    /// (so `--registration auto` takes kubelet.sock by default).
+    pub fn registry(&self) -> PathBuf {
+        self.tmp.path().join("plugins_registry")
+    }
+
+    /// A plugin-watcher stand-in on [`registry`](Self::registry) (created).
+    pub async fn watcher(&self) -> SimPluginWatcher {
+        SimPluginWatcher::start(self.registry()).await.unwrap()
     }
 
     /// A world whose host root is a copy of `tests/fixtures/<fixture>`, so
@@ -96,7 +107,8 @@ impl World {
 
     /// Runs the plugin on this world with extra arguments.
     pub fn spawn_with(&self, extra: &[&str]) -> Plugin {
-        let (config, plugins, root) = (self.config(), self.plugins(), self.root());
+        let (config, plugins, root, registry) =
+            (self.config(), self.plugins(), self.root(), self.registry());
         let mut args = vec![
             "run",
             "--config-dir",
@@ -105,6 +117,8 @@ impl World {
             plugins.to_str().unwrap(),
             "--host-root",
             root.to_str().unwrap(),
+            "--plugins-registry-dir",
+            registry.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
         Plugin::spawn(&args, self.tmp.path())

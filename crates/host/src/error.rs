@@ -46,6 +46,18 @@ pub enum HostError {
         /// What is wrong, naming the guest and hook where one is at fault.
         problem: String,
     },
+    /// A resource's registration socket path cannot be bound.
+    #[error("{}: socket: {} is {len} bytes; a Unix socket path may have at most {max}", file.display(), path.display())]
+    SocketPath {
+        /// The resource file.
+        file: PathBuf,
+        /// The full socket path.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+        /// The most the kernel accepts.
+        max: usize,
+    },
     /// The Wasm engine could not be created.
     #[error("wasm engine: {0}")]
     Engine(#[source] PolicyError),

@@ -15,11 +15,14 @@
 //! guest, through the one call path of [`guest_call`], answers checked by
 //! [`validate`]); [`resource`] is the per-resource swap point and
 //! [`rpc`] the kubelet decisions on top of it; [`service`] and [`server`]
-//! are the gRPC side and registration; [`supervisor`] runs the whole and
+//! are the gRPC side and registration, [`plugin_watcher`] the other
+//! registration path (with [`authority`] letting the kubelet's requests
+//! in); [`supervisor`] runs the whole and
 //! [`reload`] applies edits; [`offline`] is `check` and `test`.
 
 #![warn(missing_docs)]
 
+pub mod authority;
 pub mod builtin;
 pub mod cdi;
 pub mod companions;
@@ -32,6 +35,7 @@ pub mod limits;
 pub mod metrics;
 pub mod offline;
 pub mod pipeline;
+pub mod plugin_watcher;
 pub mod reload;
 pub mod resource;
 pub mod rpc;
@@ -47,6 +51,7 @@ pub use device_set::{AdvertisedDevice, DeviceSet};
 pub use error::{GuestProblem, HostError};
 pub use metrics::Metrics;
 pub use offline::{LoadedResource, ResourceReport, check, load_offline};
+pub use plugin_watcher::{RegistrationMode, RegistrationPath};
 pub use reload::ReloadSummary;
 pub use resource::Resource;
 pub use supervisor::{Host, HostOptions};

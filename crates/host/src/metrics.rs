@@ -186,7 +186,7 @@ impl Metrics {
         let registrations = Family::<RegistrationLabels, Counter>::default();
         registry.register(
             "registrations",
-            "Register calls to the kubelet by resource and result",
+            "Registrations by resource and result: Register calls on kubelet.sock, or NotifyRegistrationStatus answers from the plugin watcher",
             registrations.clone(),
         );
         let kubelet_restarts = Counter::default();
@@ -295,7 +295,8 @@ impl Metrics {
         });
     }
 
-    /// Counts one `Register` call by result.
+    /// Counts one registration by result (`Register` on `kubelet.sock`,
+    /// or the plugin watcher's `NotifyRegistrationStatus`).
     pub fn registration(&self, resource: &str, ok: bool) {
         self.registrations
             .get_or_create(&RegistrationLabels {

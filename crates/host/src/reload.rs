@@ -123,6 +123,12 @@ impl Host {
             .map_err(HostError::Task)??;
         new_config.check_socket_paths(&self.options.device_plugin_dir)?;
         crate::supervisor::check_cdi_dir(&self.options.cdi_dir, &new_config)?;
+        if self.registration_path() == crate::plugin_watcher::RegistrationPath::PluginWatcher {
+            crate::supervisor::check_registration_socket_paths(
+                &self.options.plugins_registry_dir,
+                &new_config,
+            )?;
+        }
 
         // Load guests and dry-run every changed resource before touching
         // anything.

@@ -6,6 +6,11 @@
 //! again, or our own socket deleted — and serves and registers again, with
 //! backoff while no kubelet answers. Events come from the folder watcher;
 //! a once-a-second check of both sockets' inodes backs it up.
+//!
+//! On the plugin-watcher path ([`crate::plugin_watcher`]) `Register` is
+//! never called: once the socket is served, a registration socket in the
+//! plugins registry folder is served beside it, and served anew whenever
+//! the device-plugin socket is (the kubelet then registers again).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -22,6 +27,7 @@ use wdp_kubelet_api::v1beta1::{
     registration_client::RegistrationClient,
 };
 
+use crate::plugin_watcher::RegistrationSocket;
 use crate::resource::Resource;
 use crate::service::DevicePluginService;
 
@@ -67,10 +73,13 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// Starts serving and registering `resource` in `dir`.
+    /// Starts serving and registering `resource` in `dir`: through
+    /// `kubelet.sock` there, or, when `registry` is given, through a
+    /// registration socket in that plugins registry folder.
     pub fn start(
         resource: Arc<Resource>,
         dir: PathBuf,
+        registry: Option<PathBuf>,
         events: &broadcast::Sender<FolderEvent>,
         parent: &CancellationToken,
     ) -> Self {
@@ -80,9 +89,10 @@ impl ServerHandle {
         let task = tokio::spawn(supervise(
             resource,
             dir,
+            registry,
             events.subscribe(),
             reregister.clone(),
-            registered_tx,
+            Arc::new(registered_tx),
             stop.clone(),
         ));
         Self {
@@ -151,12 +161,14 @@ fn inode(path: &Path) -> Option<u64> {
     std::fs::symlink_metadata(path).ok().map(|m| m.ino())
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn supervise(
     resource: Arc<Resource>,
     dir: PathBuf,
+    registry: Option<PathBuf>,
     mut events: broadcast::Receiver<FolderEvent>,
     reregister: Arc<Notify>,
-    registered: watch::Sender<bool>,
+    registered: Arc<watch::Sender<bool>>,
     stop: CancellationToken,
 ) {
     let name = resource.name().to_owned();
@@ -191,9 +203,21 @@ async fn supervise(
                 .await
         });
         tracing::info!(resource = %name, socket = %path.display(), "serving");
+        let start_registration_socket = |registry: &Path| {
+            RegistrationSocket::start(
+                name.clone(),
+                registry,
+                &path,
+                registered.clone(),
+                resource.metrics().clone(),
+                &stop,
+            )
+        };
+        let mut registration_socket = registry.as_deref().map(start_registration_socket);
 
         let mut kubelet_inode = inode(&kubelet_socket);
-        let mut need_register = true;
+        // The plugin watcher comes to us; only kubelet.sock needs a call.
+        let mut need_register = registry.is_none();
         let mut retry = tokio::time::Instant::now();
         let mut warned_no_kubelet = false;
         let reason = loop {
@@ -244,6 +268,7 @@ async fn supervise(
             tokio::select! {
                 _ = stop.cancelled() => break None,
                 event = events.recv() => match event {
+                    Ok(FolderEvent::KubeletSocketCreated) if registry.is_some() => {}
                     Ok(FolderEvent::KubeletSocketCreated) => {
                         // Events can arrive after we already registered with
                         // that very kubelet; only a new kubelet.sock counts.
@@ -264,7 +289,7 @@ async fn supervise(
                         if inode(&path) != our_inode {
                             break Some("our socket was removed");
                         }
-                        need_register = true;
+                        need_register = registry.is_none();
                     }
                     Err(broadcast::error::RecvError::Closed) => break None,
                 },
@@ -272,15 +297,24 @@ async fn supervise(
                     if resource.spec().config.socket != socket {
                         break Some("the socket name changed");
                     }
-                    need_register = true;
-                    retry = tokio::time::Instant::now();
+                    if let Some(registry) = &registry {
+                        // The kubelet reads the options when it connects:
+                        // a new registration socket makes it connect again.
+                        if let Some(old) = registration_socket.take() {
+                            old.stop().await;
+                        }
+                        registration_socket = Some(start_registration_socket(registry));
+                    } else {
+                        need_register = true;
+                        retry = tokio::time::Instant::now();
+                    }
                 }
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {
                     if inode(&path) != our_inode {
                         break Some("our socket was removed");
                     }
                     let now = inode(&kubelet_socket);
-                    if now.is_some() && now != kubelet_inode {
+                    if registry.is_none() && now.is_some() && now != kubelet_inode {
                         tracing::info!(resource = %name, "kubelet.sock replaced: registering again");
                         need_register = true;
                         backoff.reset();
@@ -291,6 +325,10 @@ async fn supervise(
                 _ = tokio::time::sleep_until(retry_at), if need_register => {}
             }
         };
+        // The registration socket goes first: the kubelet deregisters.
+        if let Some(socket) = registration_socket.take() {
+            socket.stop().await;
+        }
         registered.send_replace(false);
         // Unlink first so nothing new connects, then end the streams.
         if reason.is_none() && inode(&path) == our_inode {

@@ -17,7 +17,9 @@ use wdp_policy::PolicyEngine;
 use crate::config::{self, ConfigSet};
 use crate::device_set::DeviceSet;
 use crate::error::HostError;
+use crate::limits::MAX_SOCKET_PATH_BYTES;
 use crate::metrics::Metrics;
+use crate::plugin_watcher::{RegistrationMode, RegistrationPath, registration_socket_name};
 use crate::reload::{new_engine, prepare, watch_config_dir};
 use crate::resource::Resource;
 use crate::server::{FolderEvent, ServerHandle};
@@ -33,6 +35,10 @@ pub struct HostOptions {
     pub host_root: PathBuf,
     /// Where CDI specs are written for resources with `cdi` on.
     pub cdi_dir: PathBuf,
+    /// How resources register: `kubelet.sock` or the plugin watcher.
+    pub registration: RegistrationMode,
+    /// The kubelet's plugins registry folder (the plugin watcher's).
+    pub plugins_registry_dir: PathBuf,
 }
 
 /// A served resource and the tasks that serve it.
@@ -53,6 +59,8 @@ impl Running {
 /// The running host.
 pub struct Host {
     pub(crate) options: HostOptions,
+    /// The registration path chosen at start.
+    registration: RegistrationPath,
     pub(crate) root: HostRoot,
     pub(crate) engine: Arc<PolicyEngine>,
     pub(crate) metrics: Arc<Metrics>,
@@ -83,6 +91,10 @@ impl Host {
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, HostError> {
         check_plugin_dir(&options.device_plugin_dir)?;
+        let registration = options.registration.resolve(&options.plugins_registry_dir);
+        if registration == RegistrationPath::PluginWatcher {
+            check_plugin_dir(&options.plugins_registry_dir)?;
+        }
         // Watch before the first read, so no edit can slip in between.
         let (config_watcher, config_events) = watch_config_dir(&options.config_dir)?;
         let dir = options.config_dir.clone();
@@ -91,6 +103,9 @@ impl Host {
             .map_err(HostError::Task)??;
         config.check_socket_paths(&options.device_plugin_dir)?;
         check_cdi_dir(&options.cdi_dir, &config)?;
+        if registration == RegistrationPath::PluginWatcher {
+            check_registration_socket_paths(&options.plugins_registry_dir, &config)?;
+        }
         let engine = new_engine(&config)?;
         let root = HostRoot::new(&options.host_root);
         let resources = {
@@ -120,8 +135,14 @@ impl Host {
         metrics.reload(true);
 
         let (events, _) = broadcast::channel(64);
+        tracing::info!(
+            path = %registration,
+            plugins_registry_dir = %options.plugins_registry_dir.display(),
+            "registration path"
+        );
         let host = Arc::new(Self {
             options,
+            registration,
             root,
             engine,
             metrics,
@@ -153,7 +174,13 @@ impl Host {
         &self.options
     }
 
-    /// Every configured resource is registered with the kubelet.
+    /// How resources register with the kubelet.
+    pub fn registration_path(&self) -> RegistrationPath {
+        self.registration
+    }
+
+    /// Every configured resource is registered with the kubelet (on the
+    /// plugin-watcher path: its `NotifyRegistrationStatus` said so).
     pub async fn ready(&self) -> bool {
         let running = self.running.lock().await;
         running.values().all(|r| r.server.is_registered())
@@ -189,6 +216,8 @@ impl Host {
         let server = ServerHandle::start(
             resource.clone(),
             self.options.device_plugin_dir.clone(),
+            (self.registration == RegistrationPath::PluginWatcher)
+                .then(|| self.options.plugins_registry_dir.clone()),
             &self.events,
             &self.shutdown,
         );
@@ -273,7 +302,29 @@ pub(crate) fn check_cdi_dir(dir: &Path, config: &ConfigSet) -> Result<(), HostEr
     Ok(())
 }
 
-/// The device-plugin folder must exist and accept new sockets.
+/// Every resource's registration socket must fit a Unix socket address in
+/// the plugins registry folder.
+pub(crate) fn check_registration_socket_paths(
+    dir: &Path,
+    config: &ConfigSet,
+) -> Result<(), HostError> {
+    for resource in config.resources.values() {
+        let path = dir.join(registration_socket_name(&resource.socket));
+        let len = path.as_os_str().len();
+        if len > MAX_SOCKET_PATH_BYTES {
+            return Err(HostError::SocketPath {
+                file: resource.file.clone(),
+                path,
+                len,
+                max: MAX_SOCKET_PATH_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The device-plugin folder (and, on the plugin-watcher path, the plugins
+/// registry folder) must exist and accept new sockets.
 fn check_plugin_dir(dir: &Path) -> Result<(), HostError> {
     let fail = |source| HostError::PluginDir {
         dir: dir.to_owned(),

@@ -38,6 +38,12 @@ pub mod pluginregistration {
 
     /// `PluginInfo.type` of a device plugin.
     pub const DEVICE_PLUGIN_TYPE: &str = "DevicePlugin";
+    /// `PluginInfo.type` of a CSI driver.
+    pub const CSI_PLUGIN_TYPE: &str = "CSIPlugin";
+    /// `PluginInfo.type` of a Dynamic Resource Allocation driver.
+    pub const DRA_PLUGIN_TYPE: &str = "DRAPlugin";
+    /// Folder the kubelet's plugin watcher watches for registration sockets.
+    pub const PLUGINS_REGISTRY_PATH: &str = "/var/lib/kubelet/plugins_registry";
 }
 
 pub mod transport;

@@ -14,8 +14,17 @@
 //! registration, or a health string other than `Healthy`/`Unhealthy` are
 //! recorded as protocol violations. It does not model checkpoints, NUMA
 //! alignment or the 5-minute grace period.
+//!
+//! [`SimPluginWatcher`] stands in for the kubelet's other registration
+//! path, the plugin watcher ([`plugin_watcher`]); it dials registration
+//! sockets the way the kubelet does ([`kubelet_dial`]).
 
 #![warn(missing_docs)]
+
+pub mod kubelet_dial;
+pub mod plugin_watcher;
+
+pub use plugin_watcher::{SimPluginWatcher, WatchedPlugin, WatcherState};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

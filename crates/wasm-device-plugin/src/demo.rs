@@ -47,6 +47,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             device_plugin_dir: folder.path().to_owned(),
             host_root: args.host_root.clone(),
             cdi_dir: folder.path().join("cdi"),
+            registration: wdp_host::RegistrationMode::Kubelet,
+            plugins_registry_dir: folder.path().join("plugins_registry"),
         },
         Metrics::new(),
     )

@@ -29,6 +29,9 @@ pub struct TestArgs {
     /// Device IDs that must be part of the preferred allocation.
     #[arg(long = "must-include", value_delimiter = ',')]
     must_include: Vec<String>,
+
+    #[command(flatten)]
+    registration: crate::registration::RegistrationView,
 }
 
 fn ms(d: Duration) -> String {
@@ -58,6 +61,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
         exercised += 1;
         let spec = resource.spec();
         println!("\n{} ({})", resource.name(), spec.config.file.display());
+        println!("  {}", args.registration.describe(&spec.config.socket));
         for (hook, guest) in &spec.guests {
             println!("  hook {hook}: guest {}", guest.name());
         }

@@ -7,6 +7,7 @@
 mod demo;
 mod exercise;
 mod http;
+mod registration;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -103,6 +104,38 @@ struct RunArgs {
     /// Off when not given.
     #[arg(long, env = "WDP_METRICS_ADDR")]
     metrics_addr: Option<SocketAddr>,
+
+    /// How resources register: `kubelet` calls Register on kubelet.sock;
+    /// `plugin-watcher` serves a registration socket per resource in
+    /// --plugins-registry-dir; `auto` takes the plugin watcher when that
+    /// directory exists.
+    #[arg(long, value_enum, env = "WDP_REGISTRATION", default_value = "auto")]
+    registration: Registration,
+
+    /// The kubelet's plugin-watcher directory, where registration sockets go.
+    #[arg(
+        long,
+        env = "WDP_PLUGINS_REGISTRY_DIR",
+        default_value = wdp_host::plugin_watcher::DEFAULT_PLUGINS_REGISTRY_DIR
+    )]
+    plugins_registry_dir: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Registration {
+    Auto,
+    Kubelet,
+    PluginWatcher,
+}
+
+impl From<Registration> for wdp_host::RegistrationMode {
+    fn from(r: Registration) -> Self {
+        match r {
+            Registration::Auto => Self::Auto,
+            Registration::Kubelet => Self::Kubelet,
+            Registration::PluginWatcher => Self::PluginWatcher,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -114,6 +147,9 @@ struct CheckArgs {
     /// Prefix for every hardware read (/sys, /dev).
     #[arg(long, env = "WDP_HOST_ROOT", default_value = "/")]
     host_root: PathBuf,
+
+    #[command(flatten)]
+    registration: registration::RegistrationView,
 }
 
 #[derive(Debug, clap::Args)]
@@ -206,6 +242,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         device_plugin_dir: args.device_plugin_dir,
         host_root: args.host_root,
         cdi_dir: args.cdi_dir,
+        registration: args.registration.into(),
+        plugins_registry_dir: args.plugins_registry_dir,
     };
     let host = Host::start(options, metrics)
         .await
@@ -231,6 +269,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             "  socket {}  pre-start-required={}  get-preferred-allocation={}",
             r.socket, r.pre_start_required, r.get_preferred_allocation
         );
+        println!("  {}", args.registration.describe(&r.socket));
         for (hook, guest) in &r.hooks {
             println!("  hook {hook}: {guest}");
         }

@@ -78,6 +78,8 @@ impl World {
             device_plugin_dir: self.plugins(),
             host_root: self.root(),
             cdi_dir: self.tmp.path().join("cdi"),
+            registration: wdp_host::RegistrationMode::Kubelet,
+            plugins_registry_dir: self.tmp.path().join("plugins_registry"),
         }
     }
 

@@ -1,0 +1,40 @@
+//! The registration flags `check` and `test` take, to show per resource how
+//! `run` with the same flags would register it.
+
+use std::path::PathBuf;
+
+use wdp_host::plugin_watcher::{DEFAULT_PLUGINS_REGISTRY_DIR, describe_registration};
+
+use crate::Registration;
+
+#[derive(Debug, clap::Args)]
+pub struct RegistrationView {
+    /// How `run` would register: `auto`, `kubelet` or `plugin-watcher`.
+    #[arg(long, value_enum, env = "WDP_REGISTRATION", default_value = "auto")]
+    registration: Registration,
+
+    /// The plugin-watcher directory `run` would use.
+    #[arg(long, env = "WDP_PLUGINS_REGISTRY_DIR", default_value = DEFAULT_PLUGINS_REGISTRY_DIR)]
+    plugins_registry_dir: PathBuf,
+
+    /// The device-plugin directory `run` would use.
+    #[arg(
+        long,
+        env = "WDP_DEVICE_PLUGIN_DIR",
+        default_value = "/var/lib/kubelet/device-plugins"
+    )]
+    device_plugin_dir: PathBuf,
+}
+
+impl RegistrationView {
+    /// One line: how the resource served on `socket` registers.
+    pub fn describe(&self, socket: &str) -> String {
+        let mode: wdp_host::RegistrationMode = self.registration.into();
+        describe_registration(
+            mode.resolve(&self.plugins_registry_dir),
+            &self.device_plugin_dir,
+            &self.plugins_registry_dir,
+            socket,
+        )
+    }
+}
