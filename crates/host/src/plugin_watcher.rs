@@ -10,7 +10,7 @@
 //! reports the outcome with `NotifyRegistrationStatus`. Removing the socket
 //! deregisters the resource.
 //!
-//! [`RegistrationSocket`] serves one resource's registration socket, through
+//! `RegistrationSocket` serves one resource's registration socket, through
 //! [`crate::authority::AuthorityFix`] because the kubelet sends the socket's
 //! path as `:authority`. The socket is served again when it disappears
 //! (a kubelet restart may clean the folder).
