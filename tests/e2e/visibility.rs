@@ -121,7 +121,13 @@ async fn garbage_in_an_attribute_is_logged_once_where_a_gpu_goes_unhealthy() {
         .join("sys/bus/pci/devices")
         .join(&gpu)
         .join("vendor");
-    std::fs::write(&vendor, "garbage\n").unwrap();
+    // Replaced whole (write + rename), so no scan sees a half-written file.
+    let replace = |text: &str| {
+        let tmp = vendor.with_file_name(".vendor.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &vendor).unwrap();
+    };
+    replace("garbage\n");
     kubelet
         .wait_devices(GPU, WAIT, |d| {
             d.iter().any(|d| d.id == gpu && d.health == "Unhealthy")
@@ -136,7 +142,7 @@ async fn garbage_in_an_attribute_is_logged_once_where_a_gpu_goes_unhealthy() {
     assert!(line.contains("WARN") && line.contains(&gpu), "{line}");
 
     // Fixed: one INFO line, and the warning was not repeated at every poll.
-    std::fs::write(&vendor, "0x10de\n").unwrap();
+    replace("0x10de\n");
     plugin.wait_for_log("resource problem cleared").await;
     let log = plugin.log();
     assert_eq!(log.matches("resource problem;").count(), 1, "{log}");
