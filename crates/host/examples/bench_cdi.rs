@@ -22,7 +22,13 @@ fn main() {
     let config = wdp_host::config::load_dir(dir.path()).unwrap();
     let resource = config.resources.values().next().unwrap().clone();
     assert_eq!(resource.cdi, CdiMode::Both);
-    assert_eq!(resource.cdi_edits, CdiEdits { env: vec!["A=b".into()], ..CdiEdits::default() });
+    assert_eq!(
+        resource.cdi_edits,
+        CdiEdits {
+            env: vec!["A=b".into()],
+            ..CdiEdits::default()
+        }
+    );
     let out = dir.path().join("cdi");
     std::fs::create_dir(&out).unwrap();
     for n in [8usize, 1024] {
@@ -61,7 +67,9 @@ fn main() {
             cdi::write(&out, &resource.resource, &spec).unwrap();
             samples.push(started.elapsed());
         }
-        let bytes = std::fs::metadata(cdi::spec_file(&out, &resource.resource)).unwrap().len();
+        let bytes = std::fs::metadata(cdi::spec_file(&out, &resource.resource))
+            .unwrap()
+            .len();
         println!(
             "CDI spec for {n:>5} devices ({bytes} bytes): build + atomic write p50 {:.1} µs, p99 {:.1} µs",
             percentile(&mut samples, 0.5).as_secs_f64() * 1e6,

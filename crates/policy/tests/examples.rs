@@ -247,6 +247,54 @@ fn allocate_shaper_adds_env_and_cdi() {
 }
 
 #[test]
+fn allocate_shaper_names_gpus_by_index_or_uuid() {
+    let guest = load(artifacts::ALLOCATE_SHAPER);
+    let devices = vec![
+        device_ref(
+            "0000:07:00.0",
+            0,
+            &[("nvidia.minor", "2"), ("nvidia.uuid", "GPU-aaaa-0002")],
+        ),
+        device_ref(
+            "0000:03:00.0",
+            0,
+            &[("nvidia.minor", "0"), ("nvidia.uuid", "GPU-aaaa-0000")],
+        ),
+    ];
+    let default = ContainerResponse::default();
+    let visible = |mode: &str| {
+        let config = [("env-prefix", "NVIDIA"), ("visible-devices", mode)];
+        guest
+            .allocate(&ctx(&config), &devices, &default)
+            .map(|r| r.envs)
+    };
+    assert_eq!(
+        visible("index").unwrap(),
+        pairs(&[("NVIDIA_VISIBLE_DEVICES", "2,0")])
+    );
+    assert_eq!(
+        visible("uuid").unwrap(),
+        pairs(&[("NVIDIA_VISIBLE_DEVICES", "GPU-aaaa-0002,GPU-aaaa-0000")])
+    );
+    assert_eq!(
+        visible("id").unwrap(),
+        pairs(&[("NVIDIA_VISIBLE_DEVICES", "0000:07:00.0,0000:03:00.0")])
+    );
+    let error = visible("serial").unwrap_err();
+    assert!(error.to_string().contains("visible-devices"), "{error}");
+
+    // A device without the attribute asked for is named.
+    let plain = vec![device_ref("fuse", 0, &[])];
+    let error = guest
+        .allocate(&ctx(&[("visible-devices", "uuid")]), &plain, &default)
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("fuse") && error.to_string().contains("nvidia.uuid"),
+        "{error}"
+    );
+}
+
+#[test]
 fn pre_start_check_looks_at_fresh_hardware() {
     let guest = load(artifacts::PRE_START_CHECK);
     let hardware = Arc::new(FakeHardware {

@@ -10,9 +10,10 @@ use wdp_guest_sdk::{DeviceFacts, Health, Verdict, hardware};
 struct BusyHealth;
 
 fn busy(devices: &[DeviceFacts]) -> bool {
-    devices.iter().flat_map(|d| &d.candidates).any(|c| {
-        hardware::read_attribute(&c.id, "busy").is_ok_and(|value| value.trim() == "1")
-    })
+    devices
+        .iter()
+        .flat_map(|d| &d.candidates)
+        .any(|c| hardware::read_attribute(&c.id, "busy").is_ok_and(|value| value.trim() == "1"))
 }
 
 impl Health for BusyHealth {
