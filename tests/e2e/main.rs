@@ -13,5 +13,6 @@ mod hostile_input;
 mod least_privilege;
 mod ops;
 mod polyglot;
+mod recipes;
 mod reload;
 mod visibility;

@@ -1,0 +1,271 @@
+//! The vendor recipes of `config/examples/`: each one, against a host root
+//! laid out like the hardware it is for, passes `check` and gives a
+//! container every node, companion, env entry and CDI name it promises.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use wdp_kubelet_sim::{Admission, SimKubelet};
+
+use crate::support::{Plugin, WAIT, World, run_to_end};
+
+/// `config/examples/<recipe>` in this repository.
+fn recipe_dir(recipe: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../config/examples/{recipe}"))
+}
+
+/// Copies a recipe's TOML files into the world's config directory, with
+/// `edit` applied to each text. Recipes name the example guests as
+/// `../../guests/<name>.wasm` (the repository's `config/guests/`); here the
+/// freshly built guests go to `guests/` beside the copy.
+fn install_recipe(world: &World, recipe: &str, edit: impl Fn(String) -> String) {
+    let mut found = false;
+    for entry in std::fs::read_dir(recipe_dir(recipe)).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            found = true;
+            let text = std::fs::read_to_string(&path).unwrap();
+            let text = edit(text.replace("\"../../guests/", "\"guests/"));
+            let name = path.file_name().unwrap().to_str().unwrap();
+            world.write_config(name, &text);
+        }
+    }
+    assert!(found, "recipe {recipe} has no TOML files");
+    for (built, name) in [(wdp_guest_artifacts::ALLOCATE_SHAPER, "allocate-shaper.wasm")] {
+        world.install_guest(built, name);
+    }
+}
+
+/// `check` on the world's config and root: exit 0, its stdout.
+fn check(world: &World) -> String {
+    let (code, out, err) = run_to_end(&[
+        "check",
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    out
+}
+
+/// Starts the plugin with a CDI folder inside the world.
+fn spawn(world: &World) -> Plugin {
+    let cdi = world.tmp.path().join("cdi");
+    world.spawn_with(&["--cdi-dir", cdi.to_str().unwrap()])
+}
+
+/// The CDI spec the plugin wrote for `resource`.
+fn cdi_spec(world: &World, resource: &str) -> Value {
+    let name = format!("wdp-{}.json", resource.replace('/', "-"));
+    let text = std::fs::read_to_string(world.tmp.path().join("cdi").join(name)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Advertised device IDs once `count` devices are listed.
+async fn advertised(
+    kubelet: &SimKubelet,
+    plugin: &Plugin,
+    resource: &str,
+    count: usize,
+) -> Vec<String> {
+    kubelet
+        .wait_registered(resource, 1, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    let devices = kubelet
+        .wait_devices(resource, WAIT, |d| {
+            d.len() == count && d.iter().all(|d| d.health == "Healthy")
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    devices.into_iter().map(|d| d.id).collect()
+}
+
+/// Host paths of the device specs `Allocate` answered.
+fn host_paths(admission: &Admission) -> Vec<&str> {
+    admission
+        .response
+        .devices
+        .iter()
+        .map(|d| d.host_path.as_str())
+        .collect()
+}
+
+fn cdi_names(admission: &Admission) -> Vec<&str> {
+    admission
+        .response
+        .cdi_devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect()
+}
+
+/// Node paths of a CDI `containerEdits` object.
+fn edit_paths(edits: &Value) -> Vec<&str> {
+    edits["deviceNodes"]
+        .as_array()
+        .map(|nodes| nodes.iter().map(|n| n["path"].as_str().unwrap()).collect())
+        .unwrap_or_default()
+}
+
+/// The CDI device named `id` in a spec.
+fn cdi_device<'a>(spec: &'a Value, id: &str) -> &'a Value {
+    spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == id)
+        .unwrap_or_else(|| panic!("no CDI device {id} in {spec}"))
+}
+
+const NVIDIA: &str = "nvidia.com/gpu";
+const NVIDIA_COMPANIONS: [&str; 5] = [
+    "/dev/nvidiactl",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-caps/nvidia-cap1",
+    "/dev/nvidia-caps/nvidia-cap2",
+];
+
+/// GPU address → minor in the gpu-server fixture.
+fn gpu_server_minors() -> HashMap<&'static str, u32> {
+    [
+        "0000:03:00.0",
+        "0000:04:00.0",
+        "0000:07:00.0",
+        "0000:08:00.0",
+        "0000:83:00.0",
+        "0000:84:00.0",
+        "0000:87:00.0",
+        "0000:88:00.0",
+    ]
+    .into_iter()
+    .zip(0..)
+    .collect()
+}
+
+#[tokio::test]
+async fn nvidia_recipe_gives_a_container_its_gpus_control_nodes_and_index_list() {
+    let world = World::from_fixture("gpu-server");
+    install_recipe(&world, "nvidia-gpu", |t| t);
+    let out = check(&world);
+    assert!(out.contains("8 devices (8 healthy)"), "{out}");
+    for companion in NVIDIA_COMPANIONS {
+        assert!(out.contains(&format!("companion {companion}")), "{out}");
+    }
+
+    let kubelet = world.kubelet().await;
+    let plugin = spawn(&world);
+    let ids = advertised(&kubelet, &plugin, NVIDIA, 8).await;
+    // The NVSwitch is NVIDIA's and bound to `nvidia`, but not a GPU.
+    assert!(!ids.iter().any(|id| id == "0000:89:00.0"), "{ids:?}");
+
+    let admission = kubelet.admit(NVIDIA, 2).await.unwrap();
+    let minors = gpu_server_minors();
+    let chosen: Vec<u32> = admission
+        .devices
+        .iter()
+        .map(|id| minors[id.as_str()])
+        .collect();
+    let mut expected: Vec<String> = chosen.iter().map(|m| format!("/dev/nvidia{m}")).collect();
+    expected.extend(NVIDIA_COMPANIONS.iter().map(|c| c.to_string()));
+    let mut paths = host_paths(&admission);
+    paths.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(paths, expected);
+    let index_list: Vec<String> = chosen.iter().map(u32::to_string).collect();
+    assert_eq!(
+        admission.response.envs.get("NVIDIA_VISIBLE_DEVICES"),
+        Some(&index_list.join(","))
+    );
+    let names: Vec<String> = admission
+        .devices
+        .iter()
+        .map(|id| format!("{NVIDIA}={id}"))
+        .collect();
+    assert_eq!(cdi_names(&admission), names);
+
+    // The CDI spec those names resolve to: each GPU's node, and for every
+    // container the companions and the driver capabilities.
+    let spec = cdi_spec(&world, NVIDIA);
+    assert_eq!(spec["kind"], NVIDIA);
+    assert_eq!(spec["devices"].as_array().unwrap().len(), 8);
+    for (id, minor) in admission.devices.iter().zip(&chosen) {
+        let device = cdi_device(&spec, id);
+        assert_eq!(
+            edit_paths(&device["containerEdits"]),
+            [format!("/dev/nvidia{minor}")]
+        );
+    }
+    assert_eq!(edit_paths(&spec["containerEdits"]), NVIDIA_COMPANIONS);
+    assert_eq!(
+        spec["containerEdits"]["env"][0],
+        "NVIDIA_DRIVER_CAPABILITIES=compute,utility"
+    );
+}
+
+/// The recorded H100 VM (`wasm-device-plugin record`), unpacked, with the
+/// nodes the recording lacks added as fixture nodes.
+fn h100_world() -> World {
+    let world = World::new();
+    let tarball = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures/real-nodes/h100-vm.tgz");
+    assert!(tarball.exists(), "{} is missing", tarball.display());
+    let status = std::process::Command::new("tar")
+        .arg("xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(world.root())
+        .arg("--strip-components=1")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for node in NVIDIA_COMPANIONS {
+        world.add_node(node);
+    }
+    world
+}
+
+#[tokio::test]
+async fn nvidia_recipe_on_the_recorded_h100_names_the_gpu_by_uuid() {
+    let world = h100_world();
+    install_recipe(&world, "nvidia-gpu", |t| {
+        t.replace("visible-devices = \"index\"", "visible-devices = \"uuid\"")
+    });
+    let out = check(&world);
+    assert!(out.contains("(1 healthy)"), "{out}");
+
+    let kubelet = world.kubelet().await;
+    let plugin = spawn(&world);
+    let ids = advertised(&kubelet, &plugin, NVIDIA, 1).await;
+    assert_eq!(ids, ["0000:00:06.0"]);
+    let admission = kubelet.admit(NVIDIA, 1).await.unwrap();
+    let mut expected = vec!["/dev/nvidia0"];
+    expected.extend(NVIDIA_COMPANIONS);
+    assert_eq!(host_paths(&admission), expected);
+    assert_eq!(
+        admission
+            .response
+            .envs
+            .get("NVIDIA_VISIBLE_DEVICES")
+            .map(String::as_str),
+        Some("GPU-be34234d-8860-3341-740e-a6cf83a7133f")
+    );
+    assert_eq!(cdi_names(&admission), ["nvidia.com/gpu=0000:00:06.0"]);
+    let spec = cdi_spec(&world, NVIDIA);
+    assert_eq!(
+        edit_paths(&cdi_device(&spec, "0000:00:06.0")["containerEdits"]),
+        ["/dev/nvidia0"]
+    );
+    assert_eq!(edit_paths(&spec["containerEdits"]), NVIDIA_COMPANIONS);
+
+    // Without MIG the cap nodes are simply not there: still healthy.
+    for cap in &NVIDIA_COMPANIONS[3..] {
+        world.remove_node(cap);
+    }
+    let out = check(&world);
+    assert!(out.contains("(1 healthy)"), "{out}");
+    assert!(!out.contains("nvidia-cap1"), "{out}");
+}
