@@ -485,3 +485,54 @@ fn hook_names_parse_and_display() {
     assert_eq!(Hook::PreStart.to_string(), "pre-start");
     assert!("prestart".parse::<Hook>().is_err());
 }
+
+#[test]
+fn iommu_group_makes_one_device_per_group() {
+    let guest = load(artifacts::IOMMU_GROUP);
+    assert_eq!(guest.hooks(), [Hook::Discovery]);
+    let in_group = |id: &str, device: &str, group: Option<&str>, numa: i64| {
+        let mut c = pci(id, "0x10de", "0x030000", Some("vfio-pci"), numa);
+        c.attributes.push(("pci.device".into(), device.into()));
+        if let Some(group) = group {
+            c.attributes.push(("pci.iommu-group".into(), group.into()));
+        }
+        c
+    };
+    let mut gone = in_group("0000:99:00.0", "0x24b0", Some("7"), 0);
+    gone.present = false;
+    let candidates = vec![
+        in_group("0000:17:00.1", "0x228b", Some("30"), 0),
+        in_group("0000:3d:02.0", "0x154c", Some("33"), 1),
+        in_group("0000:17:00.0", "0x24b0", Some("30"), 0),
+        in_group("0000:50:00.0", "0x24b0", None, 0),
+        gone,
+    ];
+    let devices = guest.discover(&ctx(&[]), &candidates).unwrap();
+    let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["iommu-group-30", "iommu-group-33"]);
+    assert_eq!(devices[0].candidates, ["0000:17:00.0", "0000:17:00.1"]);
+    assert_eq!(devices[0].numa_nodes, [0]);
+    assert_eq!(devices[1].numa_nodes, [1]);
+    let attr = |d: &Device, k: &str| {
+        d.attributes
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(attr(&devices[0], "vfio.group").as_deref(), Some("30"));
+    assert_eq!(
+        attr(&devices[0], "pci.addresses").as_deref(),
+        Some("0000:17:00.0,0000:17:00.1")
+    );
+    assert_eq!(attr(&devices[0], "pci.device").as_deref(), Some("0x24b0"));
+
+    let renamed = guest
+        .discover(&ctx(&[("id-prefix", "vfio-")]), &candidates)
+        .unwrap();
+    assert_eq!(renamed[1].id, "vfio-33");
+    let error = guest
+        .discover(&ctx(&[("id-prefix", "bad prefix/")]), &candidates)
+        .unwrap_err();
+    assert_eq!(error.kind(), CallErrorKind::GuestError);
+    assert!(error.to_string().contains("id-prefix"), "{error}");
+}
