@@ -32,7 +32,11 @@ fn install_recipe(world: &World, recipe: &str, edit: impl Fn(String) -> String) 
         }
     }
     assert!(found, "recipe {recipe} has no TOML files");
-    for (built, name) in [(wdp_guest_artifacts::ALLOCATE_SHAPER, "allocate-shaper.wasm")] {
+    for (built, name) in [
+        (wdp_guest_artifacts::ALLOCATE_SHAPER, "allocate-shaper.wasm"),
+        (wdp_guest_artifacts::IOMMU_GROUP, "iommu-group.wasm"),
+        (wdp_guest_artifacts::PRESENCE_HEALTH, "presence-health.wasm"),
+    ] {
         world.install_guest(built, name);
     }
 }
@@ -268,4 +272,249 @@ async fn nvidia_recipe_on_the_recorded_h100_names_the_gpu_by_uuid() {
     let out = check(&world);
     assert!(out.contains("(1 healthy)"), "{out}");
     assert!(!out.contains("nvidia-cap1"), "{out}");
+}
+
+/// Admits `count` devices and checks the container's nodes (sorted), the
+/// env list `env` (the IDs, in the order allocated) and the CDI names.
+async fn admit_and_check(
+    kubelet: &SimKubelet,
+    resource: &str,
+    count: usize,
+    env: &str,
+    nodes_of: impl Fn(&str) -> Vec<String>,
+    companions: &[&str],
+) -> Admission {
+    let admission = kubelet.admit(resource, count).await.unwrap();
+    let mut expected: Vec<String> = admission
+        .devices
+        .iter()
+        .flat_map(|id| nodes_of(id))
+        .collect();
+    expected.extend(companions.iter().map(|c| c.to_string()));
+    expected.sort_unstable();
+    expected.dedup();
+    let mut paths = host_paths(&admission);
+    paths.sort_unstable();
+    assert_eq!(paths, expected, "devices {:?}", admission.devices);
+    assert_eq!(
+        admission.response.envs.get(env),
+        Some(&admission.devices.join(",")),
+        "{:?}",
+        admission.response.envs
+    );
+    let names: Vec<String> = admission
+        .devices
+        .iter()
+        .map(|id| format!("{resource}={id}"))
+        .collect();
+    assert_eq!(cdi_names(&admission), names);
+    admission
+}
+
+/// Every advertised device's CDI entry holds exactly its own nodes, and
+/// the spec's common edits exactly the companions.
+fn check_cdi_spec(
+    world: &World,
+    resource: &str,
+    ids: &[String],
+    nodes_of: impl Fn(&str) -> Vec<String>,
+    companions: &[&str],
+) {
+    let spec = cdi_spec(world, resource);
+    assert_eq!(spec["kind"], resource);
+    assert_eq!(spec["devices"].as_array().unwrap().len(), ids.len());
+    for id in ids {
+        let mut paths = edit_paths(&cdi_device(&spec, id)["containerEdits"]);
+        paths.sort_unstable();
+        assert_eq!(paths, nodes_of(id), "CDI device {id}");
+    }
+    assert_eq!(edit_paths(&spec["containerEdits"]), companions);
+}
+
+const AMD: &str = "amd.com/gpu";
+
+fn amd_nodes(id: &str) -> Vec<String> {
+    match id {
+        "0000:0c:00.0" => vec!["/dev/dri/card1".into(), "/dev/dri/renderD128".into()],
+        "0000:8c:00.0" => vec!["/dev/dri/card2".into(), "/dev/dri/renderD129".into()],
+        other => panic!("unexpected AMD device {other}"),
+    }
+}
+
+#[tokio::test]
+async fn amd_recipe_gives_a_container_kfd_and_its_gpus_drm_nodes() {
+    let world = World::from_fixture("amd-gpu");
+    install_recipe(&world, "amd-gpu", |t| t);
+    let out = check(&world);
+    assert!(out.contains("2 devices (2 healthy)"), "{out}");
+    assert!(out.contains("companion /dev/kfd"), "{out}");
+
+    let kubelet = world.kubelet().await;
+    let plugin = spawn(&world);
+    let mut ids = advertised(&kubelet, &plugin, AMD, 2).await;
+    ids.sort();
+    // The BMC's VGA function (card0) is not an AMD GPU.
+    assert_eq!(ids, ["0000:0c:00.0", "0000:8c:00.0"]);
+    check_cdi_spec(&world, AMD, &ids, amd_nodes, &["/dev/kfd"]);
+    admit_and_check(
+        &kubelet,
+        AMD,
+        1,
+        "AMD_VISIBLE_DEVICES",
+        amd_nodes,
+        &["/dev/kfd"],
+    )
+    .await;
+    admit_and_check(
+        &kubelet,
+        AMD,
+        1,
+        "AMD_VISIBLE_DEVICES",
+        amd_nodes,
+        &["/dev/kfd"],
+    )
+    .await;
+
+    // Without /dev/kfd (amdgpu loaded without KFD) no container could
+    // compute: every GPU turns Unhealthy, saying why.
+    world.remove_node("/dev/kfd");
+    let (code, out, err) = run_to_end(&[
+        "check",
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
+    ]);
+    let all = format!("{out}{err}");
+    assert!(
+        all.contains("companion node /dev/kfd is missing"),
+        "{code} {all}"
+    );
+}
+
+const INTEL: &str = "gpu.intel.com/i915";
+
+fn intel_nodes(id: &str) -> Vec<String> {
+    match id {
+        "0000:4f:00.0" => vec!["/dev/dri/card0".into(), "/dev/dri/renderD128".into()],
+        "0000:cc:00.0" => vec!["/dev/dri/card1".into(), "/dev/dri/renderD129".into()],
+        other => panic!("unexpected Intel device {other}"),
+    }
+}
+
+#[tokio::test]
+async fn intel_recipe_gives_a_container_its_gpus_card_and_render_nodes() {
+    let world = World::from_fixture("intel-gpu");
+    install_recipe(&world, "intel-gpu", |t| t);
+    let out = check(&world);
+    assert!(out.contains("2 devices (2 healthy)"), "{out}");
+
+    let kubelet = world.kubelet().await;
+    let plugin = spawn(&world);
+    let mut ids = advertised(&kubelet, &plugin, INTEL, 2).await;
+    ids.sort();
+    // The PCIe switch ports on the card are Intel's too, but not GPUs.
+    assert_eq!(ids, ["0000:4f:00.0", "0000:cc:00.0"]);
+    check_cdi_spec(&world, INTEL, &ids, intel_nodes, &[]);
+    admit_and_check(
+        &kubelet,
+        INTEL,
+        2,
+        "INTEL_VISIBLE_DEVICES",
+        intel_nodes,
+        &[],
+    )
+    .await;
+}
+
+const VFIO: &str = "example.com/vfio";
+
+fn vfio_nodes(id: &str) -> Vec<String> {
+    let group = id.strip_prefix("iommu-group-").expect("iommu-group-<n>");
+    vec![format!("/dev/vfio/{group}")]
+}
+
+#[tokio::test]
+async fn vfio_recipe_hands_out_whole_iommu_groups_with_the_container_node() {
+    let world = World::from_fixture("vfio-host");
+    install_recipe(&world, "vfio", |t| t);
+    let out = check(&world);
+    assert!(out.contains("2 devices (2 healthy)"), "{out}");
+    assert!(out.contains("companion /dev/vfio/vfio"), "{out}");
+
+    let kubelet = world.kubelet().await;
+    let plugin = spawn(&world);
+    let ids = advertised(&kubelet, &plugin, VFIO, 2).await;
+    // The GPU and its audio function share group 30: one device. The
+    // X710 PF on i40e is not passthrough material.
+    assert_eq!(ids, ["iommu-group-30", "iommu-group-33"]);
+    check_cdi_spec(&world, VFIO, &ids, vfio_nodes, &["/dev/vfio/vfio"]);
+    admit_and_check(
+        &kubelet,
+        VFIO,
+        2,
+        "VFIO_VISIBLE_DEVICES",
+        vfio_nodes,
+        &["/dev/vfio/vfio"],
+    )
+    .await;
+
+    // A function of the group leaving vfio-pci makes the group Unhealthy:
+    // a VM could no longer take it whole.
+    std::fs::remove_file(
+        world
+            .root()
+            .join("sys/devices/pci0000:16/0000:16:00.0/0000:17:00.1/driver"),
+    )
+    .unwrap();
+    kubelet
+        .wait_devices(VFIO, WAIT, |d| {
+            d.iter()
+                .any(|d| d.id == "iommu-group-30" && d.health == "Unhealthy")
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+}
+
+const SRIOV: &str = "example.com/cx6dx-vf";
+
+fn sriov_nodes(id: &str) -> Vec<String> {
+    match id {
+        "0000:3b:00.2" => vec!["/dev/infiniband/uverbs1".into()],
+        "0000:3b:00.3" => vec!["/dev/infiniband/uverbs2".into()],
+        other => panic!("unexpected SR-IOV device {other}"),
+    }
+}
+
+#[tokio::test]
+async fn sriov_recipe_advertises_vfs_never_the_pf() {
+    let world = World::from_fixture("sriov-nic");
+    install_recipe(&world, "sriov", |t| t);
+    let out = check(&world);
+    assert!(out.contains("2 devices (2 healthy)"), "{out}");
+    assert!(
+        !out.contains("0000:3b:00.0") && !out.contains("0000:3b:00.1"),
+        "{out}"
+    );
+
+    let kubelet = world.kubelet().await;
+    let plugin = spawn(&world);
+    let mut ids = advertised(&kubelet, &plugin, SRIOV, 2).await;
+    ids.sort();
+    assert_eq!(ids, ["0000:3b:00.2", "0000:3b:00.3"]);
+    check_cdi_spec(&world, SRIOV, &ids, sriov_nodes, &[]);
+    admit_and_check(
+        &kubelet,
+        SRIOV,
+        2,
+        "SRIOV_VISIBLE_DEVICES",
+        sriov_nodes,
+        &[],
+    )
+    .await;
+
+    // With the RDMA CM node present (rdma_ucm loaded) it goes along.
+    world.add_node("/dev/infiniband/rdma_cm");
+    let out = check(&world);
+    assert!(out.contains("companion /dev/infiniband/rdma_cm"), "{out}");
 }

@@ -500,11 +500,17 @@ fn iommu_group_makes_one_device_per_group() {
     };
     let mut gone = in_group("0000:99:00.0", "0x24b0", Some("7"), 0);
     gone.present = false;
-    let candidates = vec![
+    let mut host_owned = in_group("0000:3d:00.0", "0x1572", Some("32"), 1);
+    host_owned.attributes.retain(|(k, _)| k != "pci.driver");
+    host_owned
+        .attributes
+        .push(("pci.driver".into(), "i40e".into()));
+    let mut candidates = vec![
         in_group("0000:17:00.1", "0x228b", Some("30"), 0),
         in_group("0000:3d:02.0", "0x154c", Some("33"), 1),
         in_group("0000:17:00.0", "0x24b0", Some("30"), 0),
         in_group("0000:50:00.0", "0x24b0", None, 0),
+        host_owned,
         gone,
     ];
     let devices = guest.discover(&ctx(&[]), &candidates).unwrap();
@@ -525,6 +531,21 @@ fn iommu_group_makes_one_device_per_group() {
         Some("0000:17:00.0,0000:17:00.1")
     );
     assert_eq!(attr(&devices[0], "pci.device").as_deref(), Some("0x24b0"));
+    assert_eq!(attr(&devices[0], "vfio.viable").as_deref(), Some("true"));
+
+    // A member taken by a host driver stays in its group, which is then
+    // not viable; a group with no function for passthrough is no device.
+    candidates[0].attributes.retain(|(k, _)| k != "pci.driver");
+    candidates[0]
+        .attributes
+        .push(("pci.driver".into(), "snd_hda_intel".into()));
+    let devices = guest.discover(&ctx(&[]), &candidates).unwrap();
+    assert_eq!(devices[0].candidates, ["0000:17:00.0", "0000:17:00.1"]);
+    assert_eq!(attr(&devices[0], "vfio.viable").as_deref(), Some("false"));
+    let devices = guest
+        .discover(&ctx(&[("drivers", "vfio-pci,snd_hda_intel")]), &candidates)
+        .unwrap();
+    assert_eq!(attr(&devices[0], "vfio.viable").as_deref(), Some("true"));
 
     let renamed = guest
         .discover(&ctx(&[("id-prefix", "vfio-")]), &candidates)

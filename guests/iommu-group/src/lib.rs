@@ -1,21 +1,27 @@
 //! `iommu-group`: a discovery guest for VFIO passthrough.
 //!
 //! A VM (or a container running one) can only be given a whole IOMMU group:
-//! the kernel hands out `/dev/vfio/<group>`, never a single function. This
-//! guest therefore makes one device per IOMMU group from the PCI candidates
-//! the resource selected (typically `[[pci]] driver = "vfio-pci"`): its ID
-//! is `<id-prefix><group>` (config `id-prefix`, default `iommu-group-`, so
-//! `iommu-group-30`), its candidates are every selected function of the
-//! group (so their nodes, `/dev/vfio/<group>`, reach the container and the
-//! built-in health rule watches all of them), its NUMA nodes the union of
-//! theirs. Attributes: `vfio.group` (the group number), `pci.addresses`
-//! (the functions, comma-separated, sorted) and the first function's
-//! `pci.vendor`, `pci.device` and `pci.numa-node`. Candidates that are not
-//! present, not PCI or without an IOMMU group are left out (logged).
+//! the kernel hands out `/dev/vfio/<group>`, and the group is only usable
+//! while every function in it is bound to `vfio-pci` (or to no driver).
+//! This guest therefore makes one device per IOMMU group that holds at least
+//! one function bound to one of the config list `drivers` (default
+//! `vfio-pci`): its ID is `<id-prefix><group>` (config `id-prefix`, default
+//! `iommu-group-`, so `iommu-group-30`), its candidates are **every**
+//! selected function of the group, bound or not (so select all functions,
+//! `[[pci]] address = "*"`, and a health rule that checks drivers, such as
+//! `presence-health` with the same `drivers`, turns the group Unhealthy when
+//! one of its functions is taken by a host driver). NUMA nodes: the union of
+//! the members'. Attributes: `vfio.group` (the number), `vfio.viable`
+//! (`true` while every member is bound to one of `drivers`),
+//! `pci.addresses` (the functions, comma-separated, sorted) and the first
+//! bound function's `pci.vendor`, `pci.device` and `pci.numa-node`.
+//! Candidates that are not present, not PCI or without an IOMMU group are
+//! left out.
 //!
 //! ```toml
 //! [guest-config]
 //! id-prefix = "iommu-group-"
+//! drivers = "vfio-pci"
 //! ```
 
 use wdp_guest_sdk::{Candidate, CandidateKind, Device, Discovery};
@@ -44,6 +50,15 @@ impl Discovery for IommuGroup {
             ));
         }
 
+        let mut drivers = config.list("drivers");
+        if drivers.is_empty() {
+            drivers.push("vfio-pci".to_string());
+        }
+        let bound = |c: &Candidate| {
+            c.attr("pci.driver")
+                .is_some_and(|d| drivers.iter().any(|x| x == d))
+        };
+
         // (group number, its candidates), in group-number order.
         let mut groups: Vec<(u64, Vec<Candidate>)> = Vec::new();
         for candidate in candidates {
@@ -54,7 +69,6 @@ impl Discovery for IommuGroup {
                 .attr("pci.iommu-group")
                 .and_then(|g| g.trim().parse::<u64>().ok())
             else {
-                wdp_guest_sdk::warn!("{} has no IOMMU group; left out", candidate.id);
                 continue;
             };
             match groups.iter_mut().find(|(g, _)| *g == group) {
@@ -62,12 +76,15 @@ impl Discovery for IommuGroup {
                 None => groups.push((group, vec![candidate])),
             }
         }
+        groups.retain(|(_, members)| members.iter().any(&bound));
         groups.sort_by_key(|(g, _)| *g);
 
         let devices = groups
             .into_iter()
             .map(|(group, mut members)| {
                 members.sort_by(|a, b| a.id.cmp(&b.id));
+                let viable = members.iter().all(&bound);
+                let first = members.iter().find(|m| bound(m)).unwrap_or(&members[0]);
                 let mut numa_nodes: Vec<i64> = members
                     .iter()
                     .flat_map(|m| m.numa_nodes.iter().copied())
@@ -77,10 +94,11 @@ impl Discovery for IommuGroup {
                 let addresses: Vec<String> = members.iter().map(|m| m.id.clone()).collect();
                 let mut attributes = vec![
                     ("vfio.group".to_string(), group.to_string()),
+                    ("vfio.viable".to_string(), viable.to_string()),
                     ("pci.addresses".to_string(), addresses.join(",")),
                 ];
                 for key in ["pci.vendor", "pci.device", "pci.numa-node"] {
-                    if let Some(value) = members[0].attr(key) {
+                    if let Some(value) = first.attr(key) {
                         attributes.push((key.to_string(), value.to_string()));
                     }
                 }
