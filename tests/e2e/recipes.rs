@@ -518,3 +518,55 @@ async fn sriov_recipe_advertises_vfs_never_the_pf() {
     let out = check(&world);
     assert!(out.contains("companion /dev/infiniband/rdma_cm"), "{out}");
 }
+
+/// Every recipe as shipped, untouched, in the repository's layout
+/// (`config/examples/<name>/` beside `config/guests/`), passes `check`
+/// against its fixture.
+#[test]
+fn every_recipe_as_shipped_passes_check_on_its_fixture() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guests = tmp.path().join("config/guests");
+    std::fs::create_dir_all(&guests).unwrap();
+    for (built, name) in [
+        (wdp_guest_artifacts::ALLOCATE_SHAPER, "allocate-shaper.wasm"),
+        (wdp_guest_artifacts::IOMMU_GROUP, "iommu-group.wasm"),
+        (wdp_guest_artifacts::PRESENCE_HEALTH, "presence-health.wasm"),
+    ] {
+        std::fs::copy(built, guests.join(name)).unwrap();
+    }
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let mut shipped: Vec<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/examples"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+    shipped.sort();
+    assert_eq!(
+        shipped,
+        ["amd-gpu", "intel-gpu", "nvidia-gpu", "sriov", "vfio"]
+    );
+    for (recipe, fixture, devices) in [
+        ("nvidia-gpu", "gpu-server", 8),
+        ("amd-gpu", "amd-gpu", 2),
+        ("intel-gpu", "intel-gpu", 2),
+        ("vfio", "vfio-host", 2),
+        ("sriov", "sriov-nic", 2),
+    ] {
+        let dir = tmp.path().join("config/examples").join(recipe);
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(recipe_dir(recipe)).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+        let (code, out, err) = run_to_end(&[
+            "check",
+            "--config-dir",
+            dir.to_str().unwrap(),
+            "--host-root",
+            fixtures.join(fixture).to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{recipe}: {out}{err}");
+        let summary = format!("{devices} devices ({devices} healthy)");
+        assert!(out.contains(&summary), "{recipe}: {out}");
+    }
+}
