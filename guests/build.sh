@@ -28,6 +28,7 @@ EXAMPLES=(
   numa-packing
   allocate-shaper
   pre-start-check
+  iommu-group
 )
 
 sysroot="$(rustc --print sysroot)"

@@ -57,6 +57,12 @@ const GUESTS: &[GuestCrate] = &[
         doc: "Example pre-start guest: refuses a start when hardware is gone.",
     },
     GuestCrate {
+        package: "iommu-group",
+        constant: "IOMMU_GROUP",
+        example: true,
+        doc: "Example discovery guest: one VFIO device per IOMMU group.",
+    },
+    GuestCrate {
         package: "hostile-infinite-loop",
         constant: "HOSTILE_INFINITE_LOOP",
         example: false,

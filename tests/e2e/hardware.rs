@@ -237,9 +237,15 @@ async fn companion_nodes_reach_every_container_and_their_absence_is_unhealthy() 
         .iter()
         .map(|d| d.host_path.as_str())
         .collect();
-    assert_eq!(paths.len(), 4, "{paths:?}");
+    assert_eq!(paths.len(), 7, "{paths:?}");
     assert!(
-        paths.ends_with(&["/dev/nvidiactl", "/dev/nvidia-uvm"]),
+        paths.ends_with(&[
+            "/dev/nvidiactl",
+            "/dev/nvidia-uvm",
+            "/dev/nvidia-uvm-tools",
+            "/dev/nvidia-caps/nvidia-cap1",
+            "/dev/nvidia-caps/nvidia-cap2"
+        ]),
         "{paths:?}"
     );
 

@@ -14,5 +14,6 @@ mod least_privilege;
 mod ops;
 mod plugin_watcher;
 mod polyglot;
+mod recipes;
 mod reload;
 mod visibility;

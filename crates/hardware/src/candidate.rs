@@ -81,6 +81,7 @@ pub enum CandidateKind {
 /// | `pci.path` | host path of the function's directory under `/sys/devices` (shows the bridge/switch hierarchy) |
 /// | `pci.net` | comma-separated network interface names under `net/` |
 /// | `nvidia.minor` | `Device Minor` from `/proc/driver/nvidia/gpus/<address>/information` |
+/// | `nvidia.uuid` | `GPU UUID` from the same file (`GPU-…`), when present |
 ///
 /// USB (`kind == Usb`):
 ///

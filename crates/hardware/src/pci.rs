@@ -617,9 +617,12 @@ impl PciScan<'_> {
             self.add_node(&PathBuf::from(format!("/dev/vfio/{g}")), None, &mut nodes);
         }
         if driver.as_deref() == Some("nvidia")
-            && let Some(minor) = self.nvidia_minor(name)
+            && let Some((minor, uuid)) = self.nvidia_info(name)
         {
             attrs.insert("nvidia.minor".into(), minor.to_string());
+            if let Some(uuid) = uuid {
+                attrs.insert("nvidia.uuid".into(), uuid);
+            }
             self.add_node(
                 &PathBuf::from(format!("/dev/nvidia{minor}")),
                 None,
@@ -733,8 +736,9 @@ impl PciScan<'_> {
         }
     }
 
-    /// `Device Minor` of an NVIDIA GPU from the driver's procfs.
-    fn nvidia_minor(&mut self, address: &str) -> Option<u32> {
+    /// `Device Minor` and `GPU UUID` of an NVIDIA GPU from the driver's
+    /// procfs; none without a minor.
+    fn nvidia_info(&mut self, address: &str) -> Option<(u32, Option<String>)> {
         let root = self.root;
         let procfs = *self
             .nvidia_procfs
@@ -749,8 +753,23 @@ impl PciScan<'_> {
         if minor.is_none() {
             self.warn(&path, format_args!("bad Device Minor: {:?}", line.trim()));
         }
-        minor
+        Some((minor?, nvidia_uuid(&text)))
     }
+}
+
+/// The `GPU UUID` line of an NVIDIA `information` file (`GPU-<hex groups>`),
+/// when it is there and well formed.
+fn nvidia_uuid(information: &str) -> Option<String> {
+    let value = information
+        .lines()
+        .find_map(|l| l.strip_prefix("GPU UUID:"))?
+        .trim();
+    let ok = value.starts_with("GPU-")
+        && value.len() <= 64
+        && value[4..]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == '-');
+    ok.then(|| value.to_string())
 }
 
 #[cfg(test)]
@@ -766,5 +785,16 @@ mod tests {
         assert!(!is_pci_address("0000:3b:00.x"));
         assert!(!is_pci_address("0000:3b:00.0:1"));
         assert!(!is_pci_address(""));
+    }
+
+    #[test]
+    fn nvidia_uuid_from_information() {
+        let text = "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-be34234d-8860-3341-740e-a6cf83a7133f\nDevice Minor: \t 0\n";
+        assert_eq!(
+            nvidia_uuid(text).as_deref(),
+            Some("GPU-be34234d-8860-3341-740e-a6cf83a7133f")
+        );
+        assert_eq!(nvidia_uuid("Device Minor: 0\n"), None);
+        assert_eq!(nvidia_uuid("GPU UUID: \t ??\n"), None);
     }
 }

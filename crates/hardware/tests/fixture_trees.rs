@@ -93,6 +93,10 @@ fn gpu_server_gpus() {
         );
         assert!(c.attribute("pci.iommu-group").is_some());
         assert_eq!(c.attribute("nvidia.minor"), Some(i.to_string().as_str()));
+        assert_eq!(
+            c.attribute("nvidia.uuid"),
+            Some(format!("GPU-5c4a2f6e-0000-0000-0000-00000000000{i}").as_str())
+        );
         assert_eq!(node_paths(c), vec![format!("/dev/nvidia{i}")]);
         // Fixture nodes are plain files and NVIDIA nodes have no sysfs entry.
         assert_eq!(c.nodes[0].node_type, NodeType::Other);

@@ -247,6 +247,54 @@ fn allocate_shaper_adds_env_and_cdi() {
 }
 
 #[test]
+fn allocate_shaper_names_gpus_by_index_or_uuid() {
+    let guest = load(artifacts::ALLOCATE_SHAPER);
+    let devices = vec![
+        device_ref(
+            "0000:07:00.0",
+            0,
+            &[("nvidia.minor", "2"), ("nvidia.uuid", "GPU-aaaa-0002")],
+        ),
+        device_ref(
+            "0000:03:00.0",
+            0,
+            &[("nvidia.minor", "0"), ("nvidia.uuid", "GPU-aaaa-0000")],
+        ),
+    ];
+    let default = ContainerResponse::default();
+    let visible = |mode: &str| {
+        let config = [("env-prefix", "NVIDIA"), ("visible-devices", mode)];
+        guest
+            .allocate(&ctx(&config), &devices, &default)
+            .map(|r| r.envs)
+    };
+    assert_eq!(
+        visible("index").unwrap(),
+        pairs(&[("NVIDIA_VISIBLE_DEVICES", "2,0")])
+    );
+    assert_eq!(
+        visible("uuid").unwrap(),
+        pairs(&[("NVIDIA_VISIBLE_DEVICES", "GPU-aaaa-0002,GPU-aaaa-0000")])
+    );
+    assert_eq!(
+        visible("id").unwrap(),
+        pairs(&[("NVIDIA_VISIBLE_DEVICES", "0000:07:00.0,0000:03:00.0")])
+    );
+    let error = visible("serial").unwrap_err();
+    assert!(error.to_string().contains("visible-devices"), "{error}");
+
+    // A device without the attribute asked for is named.
+    let plain = vec![device_ref("fuse", 0, &[])];
+    let error = guest
+        .allocate(&ctx(&[("visible-devices", "uuid")]), &plain, &default)
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("fuse") && error.to_string().contains("nvidia.uuid"),
+        "{error}"
+    );
+}
+
+#[test]
 fn pre_start_check_looks_at_fresh_hardware() {
     let guest = load(artifacts::PRE_START_CHECK);
     let hardware = Arc::new(FakeHardware {
@@ -436,4 +484,76 @@ fn hook_names_parse_and_display() {
     }
     assert_eq!(Hook::PreStart.to_string(), "pre-start");
     assert!("prestart".parse::<Hook>().is_err());
+}
+
+#[test]
+fn iommu_group_makes_one_device_per_group() {
+    let guest = load(artifacts::IOMMU_GROUP);
+    assert_eq!(guest.hooks(), [Hook::Discovery]);
+    let in_group = |id: &str, device: &str, group: Option<&str>, numa: i64| {
+        let mut c = pci(id, "0x10de", "0x030000", Some("vfio-pci"), numa);
+        c.attributes.push(("pci.device".into(), device.into()));
+        if let Some(group) = group {
+            c.attributes.push(("pci.iommu-group".into(), group.into()));
+        }
+        c
+    };
+    let mut gone = in_group("0000:99:00.0", "0x24b0", Some("7"), 0);
+    gone.present = false;
+    let mut host_owned = in_group("0000:3d:00.0", "0x1572", Some("32"), 1);
+    host_owned.attributes.retain(|(k, _)| k != "pci.driver");
+    host_owned
+        .attributes
+        .push(("pci.driver".into(), "i40e".into()));
+    let mut candidates = vec![
+        in_group("0000:17:00.1", "0x228b", Some("30"), 0),
+        in_group("0000:3d:02.0", "0x154c", Some("33"), 1),
+        in_group("0000:17:00.0", "0x24b0", Some("30"), 0),
+        in_group("0000:50:00.0", "0x24b0", None, 0),
+        host_owned,
+        gone,
+    ];
+    let devices = guest.discover(&ctx(&[]), &candidates).unwrap();
+    let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["iommu-group-30", "iommu-group-33"]);
+    assert_eq!(devices[0].candidates, ["0000:17:00.0", "0000:17:00.1"]);
+    assert_eq!(devices[0].numa_nodes, [0]);
+    assert_eq!(devices[1].numa_nodes, [1]);
+    let attr = |d: &Device, k: &str| {
+        d.attributes
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(attr(&devices[0], "vfio.group").as_deref(), Some("30"));
+    assert_eq!(
+        attr(&devices[0], "pci.addresses").as_deref(),
+        Some("0000:17:00.0,0000:17:00.1")
+    );
+    assert_eq!(attr(&devices[0], "pci.device").as_deref(), Some("0x24b0"));
+    assert_eq!(attr(&devices[0], "vfio.viable").as_deref(), Some("true"));
+
+    // A member taken by a host driver stays in its group, which is then
+    // not viable; a group with no function for passthrough is no device.
+    candidates[0].attributes.retain(|(k, _)| k != "pci.driver");
+    candidates[0]
+        .attributes
+        .push(("pci.driver".into(), "snd_hda_intel".into()));
+    let devices = guest.discover(&ctx(&[]), &candidates).unwrap();
+    assert_eq!(devices[0].candidates, ["0000:17:00.0", "0000:17:00.1"]);
+    assert_eq!(attr(&devices[0], "vfio.viable").as_deref(), Some("false"));
+    let devices = guest
+        .discover(&ctx(&[("drivers", "vfio-pci,snd_hda_intel")]), &candidates)
+        .unwrap();
+    assert_eq!(attr(&devices[0], "vfio.viable").as_deref(), Some("true"));
+
+    let renamed = guest
+        .discover(&ctx(&[("id-prefix", "vfio-")]), &candidates)
+        .unwrap();
+    assert_eq!(renamed[1].id, "vfio-33");
+    let error = guest
+        .discover(&ctx(&[("id-prefix", "bad prefix/")]), &candidates)
+        .unwrap_err();
+    assert_eq!(error.kind(), CallErrorKind::GuestError);
+    assert!(error.to_string().contains("id-prefix"), "{error}");
 }

@@ -7,10 +7,17 @@
 //! `example.com/gpu`), answers CDI names `<kind>=<device-id>` instead of
 //! device specs.
 //!
+//! The config key `visible-devices` chooses what the env list names:
+//! `id` (default, the device IDs), `index` (the `nvidia.minor` attribute,
+//! the GPU's index as the NVIDIA container runtime reads it) or `uuid`
+//! (the `nvidia.uuid` attribute, `GPU-…`). A device lacking the attribute
+//! asked for is an error naming it.
+//!
 //! ```toml
 //! [guest-config]
 //! env-prefix = "NVIDIA"
 //! cdi-kind = "example.com/gpu"
+//! visible-devices = "uuid"
 //! ```
 
 use wdp_guest_sdk::{Allocate, ContainerResponse, DeviceRef};
@@ -49,6 +56,30 @@ impl Allocate for AllocateShaper {
             }
         }
         let list = ids.join(",");
+        let attribute = match config.get_or("visible-devices", "id").trim() {
+            "id" => None,
+            "index" => Some("nvidia.minor"),
+            "uuid" => Some("nvidia.uuid"),
+            other => {
+                return Err(format!(
+                    "guest-config visible-devices {other:?} must be id, index or uuid"
+                ));
+            }
+        };
+        let visible = match attribute {
+            None => list.clone(),
+            Some(name) => {
+                let mut values: Vec<&str> = Vec::with_capacity(ids.len());
+                for id in &ids {
+                    let device = devices.iter().find(|d| d.device_id == *id);
+                    let value = device.and_then(|d| d.attr(name)).ok_or_else(|| {
+                        format!("device {id} has no {name} attribute for visible-devices")
+                    })?;
+                    values.push(value);
+                }
+                values.join(",")
+            }
+        };
 
         let mut response = default;
         response
@@ -56,7 +87,7 @@ impl Allocate for AllocateShaper {
             .retain(|(key, _)| !key.ends_with("_VISIBLE_DEVICES") || !key.starts_with(&prefix));
         response
             .envs
-            .push((format!("{prefix}_VISIBLE_DEVICES"), list.clone()));
+            .push((format!("{prefix}_VISIBLE_DEVICES"), visible));
         response.annotations.retain(|(key, _)| key != ANNOTATION);
         response.annotations.push((ANNOTATION.to_string(), list));
 
