@@ -10,8 +10,7 @@ const GPU: &str = "e2e.example.com/gpu";
 const FUSE: &str = "e2e.example.com/fuse";
 
 fn read_spec(world: &World, name: &str) -> Value {
-    let text = std::fs::read_to_string(world.tmp.path().join("cdi").join(name)).unwrap();
-    serde_json::from_str(&text).unwrap()
+    crate::support::read_cdi_spec(&world.tmp.path().join("cdi").join(name))
 }
 
 #[tokio::test]

@@ -63,8 +63,7 @@ fn spawn(world: &World) -> Plugin {
 /// The CDI spec the plugin wrote for `resource`.
 fn cdi_spec(world: &World, resource: &str) -> Value {
     let name = format!("wdp-{}.json", resource.replace('/', "-"));
-    let text = std::fs::read_to_string(world.tmp.path().join("cdi").join(name)).unwrap();
-    serde_json::from_str(&text).unwrap()
+    crate::support::read_cdi_spec(&world.tmp.path().join("cdi").join(name))
 }
 
 /// Advertised device IDs once `count` devices are listed.

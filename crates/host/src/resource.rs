@@ -233,8 +233,11 @@ impl Resource {
     fn write_cdi_spec(&self) {
         let Some(dir) = &self.cdi_dir else { return };
         let spec = self.spec.load();
-        let wanted = (spec.config.cdi != CdiMode::Off)
-            .then(|| cdi::spec(&spec.config, &self.devices.borrow()));
+        // A spec names at least one device (the CDI schema says so): a
+        // resource with none has no spec until it has devices again.
+        let set = self.devices.borrow().clone();
+        let wanted = (spec.config.cdi != CdiMode::Off && !set.is_empty())
+            .then(|| cdi::spec(&spec.config, &set));
         let mut written = self
             .cdi_written
             .lock()
