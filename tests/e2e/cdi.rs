@@ -132,13 +132,28 @@ async fn check_refuses_names_cdi_forbids_and_an_unusable_cdi_dir_stops_run() {
         "{err}"
     );
 
-    // A CDI folder that cannot be created stops `run` at once, by name.
+    // A CDI folder that cannot be created: `check --cdi-dir` names it, and
+    // `run` stops at once, by name.
     world.write_config(
         "odd.toml",
         "version = 1\nresource = \"e2e.example.com/odd\"\ncdi = \"both\"\n[[nodes]]\npath = \"/dev/fuse\"\n",
     );
     world.add_node("/dev/fuse");
     let blocked = world.config().join("odd.toml").join("cdi");
+    let (code, out, err) = crate::support::run_to_end(&[
+        "check",
+        "--config-dir",
+        world.config().to_str().unwrap(),
+        "--host-root",
+        world.root().to_str().unwrap(),
+        "--cdi-dir",
+        blocked.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("--cdi-dir") && err.contains("odd.toml"),
+        "{err}"
+    );
     let mut plugin = world.spawn_with(&["--cdi-dir", blocked.to_str().unwrap()]);
     let status = plugin.wait(WAIT).await.expect("run did not stop");
     assert!(!status.success());

@@ -265,6 +265,13 @@ pub fn write(dir: &Path, resource: &str, spec: &Spec) -> std::io::Result<PathBuf
     Ok(file)
 }
 
+/// Makes sure specs can be written into `dir`: created if missing, and a
+/// new file can be made there.
+pub fn check_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    tempfile::NamedTempFile::new_in(dir).map(drop)
+}
+
 /// Removes the spec of `resource` from `dir`, if there is one.
 pub fn remove(dir: &Path, resource: &str) -> std::io::Result<()> {
     match std::fs::remove_file(spec_file(dir, resource)) {

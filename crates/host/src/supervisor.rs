@@ -297,9 +297,7 @@ pub(crate) fn check_cdi_dir(dir: &Path, config: &ConfigSet) -> Result<(), HostEr
         dir: dir.to_owned(),
         source,
     };
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
-    Ok(())
+    crate::cdi::check_dir(dir).map_err(fail)
 }
 
 /// Every resource's registration socket must fit a Unix socket address in

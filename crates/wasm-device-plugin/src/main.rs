@@ -150,6 +150,11 @@ struct CheckArgs {
 
     #[command(flatten)]
     registration: registration::RegistrationView,
+
+    /// The CDI folder `run` will write to: checked (created if missing,
+    /// must accept new files) when a resource has `cdi` on.
+    #[arg(long, env = "WDP_CDI_DIR")]
+    cdi_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -260,6 +265,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 fn check(args: CheckArgs) -> anyhow::Result<()> {
     let reports = wdp_host::check(&args.config_dir, &args.host_root)?;
+    if let Some(dir) = &args.cdi_dir
+        && reports
+            .iter()
+            .any(|r| r.cdi != wdp_host::config::CdiMode::Off)
+    {
+        wdp_host::cdi::check_dir(dir).with_context(|| {
+            format!("--cdi-dir {}: cannot write CDI specs there", dir.display())
+        })?;
+    }
     if reports.is_empty() {
         println!("{}: no resources configured", args.config_dir.display());
     }
