@@ -190,7 +190,9 @@ async fn supervise(
             }
         };
         let our_inode = inode(&path);
-        let server_stop = stop.child_token();
+        // Not a child of `stop`: the streams end only after the socket is
+        // unlinked below, so nothing sees a stream end while the socket lingers.
+        let server_stop = CancellationToken::new();
         let service = DevicePluginService::new(resource.clone(), server_stop.clone());
         let shutdown = server_stop.clone();
         let server = tokio::spawn(async move {

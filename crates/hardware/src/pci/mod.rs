@@ -27,97 +27,22 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use crate::candidate::{Candidate, CandidateKind, DeviceNode, Scan};
-use crate::fsat::{
-    exists_at, names_at, names_of, open_dir, open_dir_at, read_at, read_link_at, read_trimmed_at,
-};
-use crate::nodes::{NodeResolver, parse_devnum};
+use crate::candidate::{Candidate, CandidateKind, Scan};
+use crate::fsat::{exists_at, names_at, names_of, open_dir, read_link_at, read_trimmed_at};
+use crate::nodes::NodeResolver;
 use crate::root::{HostRoot, link_target_host};
-use crate::sysfs::{parse_hex, read_string, uevent_value};
+use crate::sysfs::parse_hex;
+
+mod facts;
+mod nodes;
+mod sriov;
+
+use facts::LazyFacts;
+pub(crate) use facts::PciFacts;
+use nodes::NODE_CLASSES;
 
 /// Host path of the PCI device list.
 pub const PCI_DEVICES: &str = "/sys/bus/pci/devices";
-
-/// Child class directories of a PCI function that hold device nodes:
-/// (sysfs dir, default `/dev` subdir, name prefixes accepted or empty for all).
-const NODE_CLASSES: &[(&str, &str, &[&str])] = &[
-    ("drm", "dri", &["card", "renderD"]),
-    ("infiniband_verbs", "infiniband", &[]),
-    ("accel", "accel", &[]),
-    ("vfio-dev", "vfio/devices", &[]),
-];
-
-/// The identifying facts of a function, as selectors ask for them. During a
-/// scan they are read on first use, so a selector that rejects a function
-/// by vendor costs one file read.
-pub(crate) trait PciFacts {
-    /// `0000:3b:00.0`.
-    fn address(&self) -> &str;
-    /// Vendor ID (always known: a function without one is skipped).
-    fn vendor(&self) -> u32;
-    /// Device ID.
-    fn device(&mut self) -> Option<u32>;
-    /// 24-bit class code.
-    fn class(&mut self) -> Option<u32>;
-    /// Subsystem vendor ID.
-    fn subsystem_vendor(&mut self) -> Option<u32>;
-    /// Subsystem device ID.
-    fn subsystem_device(&mut self) -> Option<u32>;
-    /// Bound driver's name.
-    fn driver(&mut self) -> Option<&str>;
-}
-
-/// [`PciFacts`] of a function being scanned, read lazily.
-struct LazyFacts<'s, 'r> {
-    scan: &'s mut PciScan<'r>,
-    /// The function's directory, open.
-    fd: BorrowedFd<'s>,
-    /// Host path of the function's directory.
-    host: &'s Path,
-    address: &'s str,
-    vendor: u32,
-    device: Option<Option<u32>>,
-    class: Option<Option<u32>>,
-    subsystem_vendor: Option<Option<u32>>,
-    subsystem_device: Option<Option<u32>>,
-    driver: Option<Option<String>>,
-}
-
-impl PciFacts for LazyFacts<'_, '_> {
-    fn address(&self) -> &str {
-        self.address
-    }
-    fn vendor(&self) -> u32 {
-        self.vendor
-    }
-    fn device(&mut self) -> Option<u32> {
-        *self
-            .device
-            .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "device", true))
-    }
-    fn class(&mut self) -> Option<u32> {
-        *self
-            .class
-            .get_or_insert_with(|| self.scan.hex_file(self.fd, self.host, "class", true))
-    }
-    fn subsystem_vendor(&mut self) -> Option<u32> {
-        *self.subsystem_vendor.get_or_insert_with(|| {
-            self.scan
-                .hex_file(self.fd, self.host, "subsystem_vendor", false)
-        })
-    }
-    fn subsystem_device(&mut self) -> Option<u32> {
-        *self.subsystem_device.get_or_insert_with(|| {
-            self.scan
-                .hex_file(self.fd, self.host, "subsystem_device", false)
-        })
-    }
-    fn driver(&mut self) -> Option<&str> {
-        self.driver
-            .get_or_insert_with(|| self.scan.driver_name(self.fd, self.host))
-            .as_deref()
-    }
-}
 
 /// True when `name` looks like a PCI address, `DDDD:BB:DD.F` (domain of 4 or
 /// more hex digits).
@@ -641,135 +566,6 @@ impl PciScan<'_> {
             sysfs_dir: Some(dir.host),
         })
     }
-
-    /// The `virtfnN` links of a function: (N, VF address), by N.
-    fn virtfns(&mut self, dir: &FnDir) -> Vec<(u32, String)> {
-        let names: Vec<(u32, String)> = dir
-            .names
-            .iter()
-            .filter_map(|n| Some((n.strip_prefix("virtfn")?.parse().ok()?, n.clone())))
-            .collect();
-        let mut vfs = Vec::new();
-        for (index, link) in names {
-            if let Some(target) = self.link(dir, &link)
-                && let Some(addr) = target.file_name().and_then(|n| n.to_str())
-            {
-                vfs.push((index, addr.to_string()));
-            }
-        }
-        vfs.sort_unstable();
-        vfs
-    }
-
-    /// N of the PF's `virtfnN` link naming `vf`, reading the PF's links once.
-    fn vf_index(&mut self, pf: &str, pf_dir: &Path, vf: &str) -> Option<u32> {
-        if !self.vf_indexes.contains_key(pf) {
-            let map: HashMap<String, u32> = match std::fs::read_dir(self.root.resolve(pf_dir)) {
-                Ok(entries) => entries
-                    .flatten()
-                    .filter_map(|e| {
-                        let name = e.file_name().into_string().ok()?;
-                        let index = name.strip_prefix("virtfn")?.parse().ok()?;
-                        let target = std::fs::read_link(e.path()).ok()?;
-                        let addr = target.file_name()?.to_str()?.to_string();
-                        Some((addr, index))
-                    })
-                    .collect(),
-                Err(_) => HashMap::new(),
-            };
-            self.vf_indexes.insert(pf.to_string(), map);
-        }
-        self.vf_indexes.get(pf)?.get(vf).copied()
-    }
-
-    /// Nodes of the class devices in the function's `class_dir` (e.g. `drm`).
-    fn class_nodes(
-        &mut self,
-        dir: &FnDir,
-        class_dir: &str,
-        dev_dir: &str,
-        prefixes: &[&str],
-        nodes: &mut Vec<DeviceNode>,
-    ) {
-        let Ok(class_fd) = open_dir_at(dir.fd(), class_dir) else {
-            return;
-        };
-        let Ok(names) = names_of(&class_fd) else {
-            return;
-        };
-        for name in names {
-            if !prefixes.is_empty() && !prefixes.iter().any(|p| name.starts_with(p)) {
-                continue;
-            }
-            let uevent = read_at(&class_fd, &format!("{name}/uevent")).unwrap_or_default();
-            let from_uevent = || -> Option<(u32, u32)> {
-                Some((
-                    uevent_value(&uevent, "MAJOR")?.parse().ok()?,
-                    uevent_value(&uevent, "MINOR")?.parse().ok()?,
-                ))
-            };
-            let hint = from_uevent().or_else(|| {
-                read_at(&class_fd, &format!("{name}/dev"))
-                    .ok()
-                    .as_deref()
-                    .and_then(parse_devnum)
-            });
-            // Only class devices with numbers are nodes (drm connectors are not).
-            if hint.is_none() && uevent_value(&uevent, "DEVNAME").is_none() {
-                continue;
-            }
-            let path = match uevent_value(&uevent, "DEVNAME") {
-                Some(devname) => crate::root::normalize_host(&Path::new("/dev").join(devname)),
-                None => PathBuf::from(format!("/dev/{dev_dir}/{name}")),
-            };
-            self.add_node(&path, hint, nodes);
-        }
-    }
-
-    /// Adds the node at `path` when it exists under the root.
-    fn add_node(&mut self, path: &Path, hint: Option<(u32, u32)>, nodes: &mut Vec<DeviceNode>) {
-        match self.resolver.resolve(path, hint) {
-            Ok(Some(r)) => nodes.push(r.node),
-            Ok(None) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => self.warn(path, format_args!("unreadable node: {e}")),
-        }
-    }
-
-    /// `Device Minor` and `GPU UUID` of an NVIDIA GPU from the driver's
-    /// procfs; none without a minor.
-    fn nvidia_info(&mut self, address: &str) -> Option<(u32, Option<String>)> {
-        let root = self.root;
-        let procfs = *self
-            .nvidia_procfs
-            .get_or_insert_with(|| root.resolve(Path::new("/proc/driver/nvidia/gpus")).is_dir());
-        if !procfs {
-            return None;
-        }
-        let path = PathBuf::from(format!("/proc/driver/nvidia/gpus/{address}/information"));
-        let text = read_string(&self.root.resolve(&path)).ok()?;
-        let line = text.lines().find_map(|l| l.strip_prefix("Device Minor:"))?;
-        let minor = line.trim().parse().ok();
-        if minor.is_none() {
-            self.warn(&path, format_args!("bad Device Minor: {:?}", line.trim()));
-        }
-        Some((minor?, nvidia_uuid(&text)))
-    }
-}
-
-/// The `GPU UUID` line of an NVIDIA `information` file (`GPU-<hex groups>`),
-/// when it is there and well formed.
-fn nvidia_uuid(information: &str) -> Option<String> {
-    let value = information
-        .lines()
-        .find_map(|l| l.strip_prefix("GPU UUID:"))?
-        .trim();
-    let ok = value.starts_with("GPU-")
-        && value.len() <= 64
-        && value[4..]
-            .chars()
-            .all(|c| c.is_ascii_hexdigit() || c == '-');
-    ok.then(|| value.to_string())
 }
 
 #[cfg(test)]
@@ -785,16 +581,5 @@ mod tests {
         assert!(!is_pci_address("0000:3b:00.x"));
         assert!(!is_pci_address("0000:3b:00.0:1"));
         assert!(!is_pci_address(""));
-    }
-
-    #[test]
-    fn nvidia_uuid_from_information() {
-        let text = "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-be34234d-8860-3341-740e-a6cf83a7133f\nDevice Minor: \t 0\n";
-        assert_eq!(
-            nvidia_uuid(text).as_deref(),
-            Some("GPU-be34234d-8860-3341-740e-a6cf83a7133f")
-        );
-        assert_eq!(nvidia_uuid("Device Minor: 0\n"), None);
-        assert_eq!(nvidia_uuid("GPU UUID: \t ??\n"), None);
     }
 }
