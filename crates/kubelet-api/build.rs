@@ -9,6 +9,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "deviceplugin/v1beta1/api.proto",
         "pluginregistration/v1/api.proto",
+        "dra/v1/api.proto",
+        "dra/v1beta1/api.proto",
+        "dra-health/v1/api.proto",
+        "dra-health/v1alpha1/api.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={}", proto_root.join(file).display());

@@ -1,7 +1,9 @@
-//! Wire types and gRPC stubs for the two kubelet protocols a device plugin
-//! speaks: `v1beta1` (the device-plugin API: `Registration` served by the
-//! kubelet, `DevicePlugin` served by us) and `pluginregistration` (the
-//! plugin-watcher path). Everything here is generated at build time from the
+//! Wire types and gRPC stubs for the kubelet protocols the host speaks:
+//! `v1beta1` (the device-plugin API: `Registration` served by the kubelet,
+//! `DevicePlugin` served by us), `pluginregistration` (the plugin-watcher
+//! path), and for Dynamic Resource Allocation drivers [`dra`] (`DRAPlugin`
+//! in `v1` and `v1beta1`) and [`dra_health`] (`DRAResourceHealth` in `v1`
+//! and `v1alpha1`). Everything here is generated at build time from the
 //! protos in `proto/`, which are wire-identical to upstream `k8s.io/kubelet`;
 //! this crate holds no hand-written logic beyond the constants the upstream
 //! Go package exports and [`connect_unix`], which dials a Unix socket.
@@ -44,6 +46,64 @@ pub mod pluginregistration {
     pub const DRA_PLUGIN_TYPE: &str = "DRAPlugin";
     /// Folder the kubelet's plugin watcher watches for registration sockets.
     pub const PLUGINS_REGISTRY_PATH: &str = "/var/lib/kubelet/plugins_registry";
+}
+
+/// The DRA kubelet-plugin API (`NodePrepareResources`,
+/// `NodeUnprepareResources`), served by a DRA driver.
+pub mod dra {
+    /// `DRAPlugin` v1, proto package `k8s.io.kubelet.pkg.apis.dra.v1`
+    /// (kubelets from 1.34).
+    pub mod v1 {
+        #![allow(clippy::all, clippy::pedantic, missing_docs)]
+        tonic::include_proto!("k8s.io.kubelet.pkg.apis.dra.v1");
+
+        /// The service name a driver lists in `PluginInfo.supported_versions`.
+        pub const SERVICE: &str = "v1.DRAPlugin";
+    }
+
+    /// `DRAPlugin` v1beta1, proto package
+    /// `k8s.io.kubelet.pkg.apis.dra.v1beta1` (kubelets 1.32 and 1.33).
+    pub mod v1beta1 {
+        #![allow(clippy::all, clippy::pedantic, missing_docs)]
+        tonic::include_proto!("k8s.io.kubelet.pkg.apis.dra.v1beta1");
+
+        /// The service name a driver lists in `PluginInfo.supported_versions`.
+        pub const SERVICE: &str = "v1beta1.DRAPlugin";
+    }
+
+    /// Default folder holding each DRA driver's `<driver>/dra.sock`.
+    pub const PLUGINS_PATH: &str = "/var/lib/kubelet/plugins";
+    /// File name of a driver's DRA socket inside `<plugins dir>/<driver>/`.
+    pub const DRA_SOCKET: &str = "dra.sock";
+    /// Seconds the kubelet waits for one DRA call.
+    pub const KUBELET_CALL_TIMEOUT_SECS: u64 = 45;
+}
+
+/// The optional DRA device-health stream (`NodeWatchResources`).
+pub mod dra_health {
+    /// `DRAResourceHealth` v1, proto package `v1` (the newest kubelets).
+    pub mod v1 {
+        #![allow(clippy::all, clippy::pedantic, missing_docs)]
+        tonic::include_proto!("v1");
+
+        /// The service name a driver lists in `PluginInfo.supported_versions`.
+        pub const SERVICE: &str = "v1.DRAResourceHealth";
+    }
+
+    /// `DRAResourceHealth` v1alpha1, proto package `v1alpha1`.
+    pub mod v1alpha1 {
+        #![allow(clippy::all, clippy::pedantic, missing_docs)]
+        tonic::include_proto!("v1alpha1");
+
+        /// The service name a driver lists in `PluginInfo.supported_versions`.
+        pub const SERVICE: &str = "v1alpha1.DRAResourceHealth";
+    }
+
+    /// Seconds after which the kubelet marks a device Unknown when no
+    /// update names it, unless the update sets its own timeout.
+    pub const DEFAULT_HEALTH_CHECK_TIMEOUT_SECS: i64 = 30;
+    /// The longest `DeviceHealth.message` the kubelet keeps whole.
+    pub const MAX_MESSAGE_CHARS: usize = 1024;
 }
 
 pub mod transport;

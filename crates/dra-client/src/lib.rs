@@ -1,0 +1,1 @@
+//! The Kubernetes API side of the DRA mode (skeleton; see the crate description).

@@ -1,0 +1,1 @@
+//! An in-process fake Kubernetes API server (skeleton; see the crate description).
