@@ -38,6 +38,8 @@ from typing import Any
 
 import yaml
 
+from validate_dra import check_dra, is_dra_object
+
 CONFIG_MOUNT = "/etc/wasm-device-plugin/config"
 HOST_MOUNTS = {  # host path -> container path the plugin expects
     "/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
@@ -46,6 +48,7 @@ HOST_MOUNTS = {  # host path -> container path the plugin expects
 }
 CONFIGMAP_LIMIT = 1024 * 1024  # the API server's limit for one object
 MONITORING_GROUP = "monitoring.coreos.com/"
+CLUSTER_SCOPED = ("Namespace", "ClusterRole", "ClusterRoleBinding", "DeviceClass")
 STARTUP_TOLERANCE_S = 60  # guest compilation the startup probe must allow
 
 
@@ -176,7 +179,7 @@ def check_set(label: str, docs: list[dict[str, Any]]) -> None:
     namespaces = {
         d["metadata"].get("namespace")
         for d in docs
-        if d.get("kind") not in ("Namespace",)
+        if d.get("kind") not in CLUSTER_SCOPED
     }
     if len(namespaces) != 1 or None in namespaces:
         raise Failure(f"{label}: objects spread over namespaces {sorted(map(str, namespaces))}")
@@ -281,6 +284,9 @@ def check_set(label: str, docs: list[dict[str, Any]]) -> None:
                             f"which the config volume does not contain (it has: {sorted(layout)})"
                         )
     ok(f"{label}: DaemonSet, volumes and ConfigMaps consistent")
+    dra = check_dra(label, docs, Failure)
+    if dra:
+        ok(dra)
 
 
 DRIFT_FIELDS_POD = [
@@ -386,7 +392,7 @@ def check_monitoring_drift(deploy: Path, sets: dict[str, list[dict[str, Any]]]) 
 # ------------------------------------------------------------------ schemas
 
 
-def validate_schemas(files: list[Path], versions: list[str], kv: str) -> None:
+def validate_schemas(files: list[Path], versions: list[str], kv: str, what: str = "") -> None:
     for version in versions:
         proc = subprocess.run(
             [kv, "--strict", "--kubernetes-version", version, *map(str, files)],
@@ -402,7 +408,7 @@ def validate_schemas(files: list[Path], versions: list[str], kv: str) -> None:
             )
         else:
             n = sum(1 for l in lines if l.startswith("INFO") and " passed " in l)
-            ok(f"Kubernetes {version} schemas (strict): {n} objects in {len(files)} renders valid")
+            ok(f"Kubernetes {version} schemas (strict): {n} {what}objects in {len(files)} renders valid")
 
 
 def base_pod_labels(sets: dict[str, list[dict[str, Any]]]) -> dict[str, str] | None:
@@ -429,6 +435,8 @@ def main() -> int:
     )
     ap.add_argument("--kubernetes-validate", required=True)
     ap.add_argument("--versions", required=True, help="space-separated, e.g. '1.29.0 1.32.0'")
+    ap.add_argument("--dra-versions", default="1.34.0 1.37.0",
+                    help="versions to validate resource.k8s.io/v1 objects against (1.34 and later)")
     ap.add_argument("--no-helm", action="store_true")
     args = ap.parse_args()
 
@@ -524,13 +532,23 @@ def main() -> int:
         for old in core_dir.glob("*.yaml"):
             old.unlink()
         core_files = []
+        dra_files = []
         for path in rendered:
             docs = [d for d in load_docs(path.read_text()) if not d.get("apiVersion", "").startswith(MONITORING_GROUP)]
-            if docs:
+            core_docs = [d for d in docs if not is_dra_object(d)]
+            dra_docs = [d for d in docs if is_dra_object(d)]
+            if core_docs:
                 core = core_dir / path.name
-                core.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+                core.write_text(yaml.safe_dump_all(core_docs, sort_keys=False))
                 core_files.append(core)
+            if dra_docs:
+                dra = core_dir / f"dra-{path.name}"
+                dra.write_text(yaml.safe_dump_all(dra_docs, sort_keys=False))
+                dra_files.append(dra)
         validate_schemas(core_files, args.versions.split(), args.kubernetes_validate)
+        # resource.k8s.io/v1 (DeviceClass) exists from Kubernetes 1.34 on.
+        if dra_files:
+            validate_schemas(dra_files, args.dra_versions.split(), args.kubernetes_validate, "resource.k8s.io/v1 ")
 
     print(f"rendered manifests: {out}")
     if failures:
