@@ -73,7 +73,7 @@ impl RegistrationSocket {
         }
     }
 
-    /// Waits for the next status after `seen` statuses, bounded by `limit`.
+    /// Waits for status number `index` (from 0), bounded by `limit`.
     pub async fn status(&mut self, index: usize, limit: std::time::Duration) -> RegistrationStatus {
         let wait = self.statuses.wait_for(|s| s.len() > index);
         let statuses = tokio::time::timeout(limit, wait)
