@@ -283,6 +283,27 @@ mod tests {
     }
 
     #[test]
+    fn every_build_is_a_new_generation_but_equal_sets_compare_equal() {
+        let devices = [
+            Device {
+                id: "b".into(),
+                ..Device::default()
+            },
+            Device {
+                id: "a".into(),
+                ..Device::default()
+            },
+        ];
+        let one = DeviceSet::build(&devices, &BTreeMap::new(), &BTreeMap::new());
+        let two = DeviceSet::build(&devices, &BTreeMap::new(), &BTreeMap::new());
+        assert_ne!(one.generation(), two.generation());
+        assert_eq!(one, two);
+        // Positions follow ID order.
+        let ids = ["b".to_owned(), "a".to_owned()];
+        assert_eq!(one.resolve_indexes(&ids, true).unwrap(), [1, 0]);
+    }
+
+    #[test]
     fn resolve_names_the_bad_id() {
         let device = Device {
             id: "a".into(),
