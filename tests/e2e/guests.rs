@@ -137,6 +137,22 @@ async fn example_guests_drive_every_hook_on_a_gpu_server() {
         })
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    // A new device set (a new generation for the packing guest's table):
+    // its answers name the healthy devices of the new set.
+    let healthy: Vec<String> = all.iter().filter(|id| **id != victim).cloned().collect();
+    let answer = client
+        .get_preferred_allocation(PreferredAllocationRequest {
+            container_requests: vec![ContainerPreferredAllocationRequest {
+                available_device_i_ds: healthy.clone(),
+                must_include_device_i_ds: vec![],
+                allocation_size: 7,
+            }],
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()))
+        .into_inner();
+    let chosen: BTreeSet<&String> = answer.container_responses[0].device_i_ds.iter().collect();
+    assert_eq!(chosen, healthy.iter().collect::<BTreeSet<_>>());
     std::os::unix::fs::symlink(&target, &driver_link).unwrap();
     kubelet
         .wait_devices(GPU, WAIT, |d| d.iter().all(|d| d.health == "Healthy"))

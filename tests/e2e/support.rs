@@ -10,8 +10,15 @@ use wdp_kubelet_sim::{SimKubelet, SimPluginWatcher};
 /// Generous bound for events that normally take milliseconds.
 pub const WAIT: Duration = Duration::from_secs(15);
 
+/// The plugin binary: cargo's build of it, or `WDP_E2E_BINARY` (a copy
+/// taken right after building, where several checkouts share one target
+/// folder and may rebuild cargo's copy meanwhile).
 pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_wasm-device-plugin")
+    static BINARY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        std::env::var("WDP_E2E_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasm-device-plugin").to_owned())
+    })
 }
 
 /// A scratch world: host root, config dir and device-plugin folder.

@@ -45,24 +45,27 @@ pub fn verdict(device: &Device, present: &BTreeSet<String>) -> Verdict {
     }
 }
 
-/// Preferred allocation: the must-include IDs, then devices on the NUMA
-/// nodes already chosen (or the node with the most free devices), ties by
-/// ID.
+/// Preferred allocation: the must-include devices, then devices on the
+/// NUMA nodes already chosen (or the node with the most free devices),
+/// ties by ID. Works on positions in `devices` (a device set's devices, in
+/// ID order): `available` and `must_include` in, positions out, so no ID
+/// is compared or copied.
 pub fn preferred(
-    available: &[&AdvertisedDevice],
-    must_include: &[String],
+    devices: &[AdvertisedDevice],
+    available: &[u32],
+    must_include: &[u32],
     size: usize,
-) -> Vec<String> {
-    let mut chosen: Vec<String> = must_include.to_vec();
-    let mut numa: BTreeSet<i64> = available
+) -> Vec<u32> {
+    let numa_of = |i: u32| devices[i as usize].device.numa_nodes.as_slice();
+    let mut chosen: Vec<u32> = must_include.to_vec();
+    let mut numa: BTreeSet<i64> = must_include
         .iter()
-        .filter(|d| must_include.iter().any(|m| m == d.id()))
-        .flat_map(|d| d.device.numa_nodes.iter().copied())
+        .flat_map(|&i| numa_of(i).iter().copied())
         .collect();
     if numa.is_empty() {
         let mut per_node: BTreeMap<i64, usize> = BTreeMap::new();
-        for d in available {
-            for n in &d.device.numa_nodes {
+        for &i in available {
+            for n in numa_of(i) {
                 *per_node.entry(*n).or_default() += 1;
             }
         }
@@ -73,21 +76,23 @@ pub fn preferred(
             numa.insert(node);
         }
     }
-    let mut rest: Vec<&&AdvertisedDevice> = available
-        .iter()
-        .filter(|d| !chosen.iter().any(|c| c == d.id()))
-        .collect();
-    rest.sort_by_key(|d| {
-        let numa_nodes = &d.device.numa_nodes;
-        let local = numa_nodes.is_empty() || numa_nodes.iter().any(|n| numa.contains(n));
-        (!local, d.id())
-    });
-    for d in rest {
-        if chosen.len() >= size {
-            break;
-        }
-        chosen.push(d.id().to_owned());
+    let mut taken = vec![false; devices.len()];
+    for &i in must_include {
+        taken[i as usize] = true;
     }
+    // (remote, position): local devices first, then ID order.
+    let mut rest: Vec<(bool, u32)> = available
+        .iter()
+        .filter(|&&i| !taken[i as usize])
+        .map(|&i| {
+            let nodes = numa_of(i);
+            let local = nodes.is_empty() || nodes.iter().any(|n| numa.contains(n));
+            (!local, i)
+        })
+        .collect();
+    rest.sort_unstable();
+    let wanted = size.saturating_sub(chosen.len());
+    chosen.extend(rest.iter().take(wanted).map(|&(_, i)| i));
     chosen
 }
 
@@ -145,11 +150,17 @@ mod tests {
             device("c", &[1]),
             device("d", &[0]),
         ];
-        let refs: Vec<&AdvertisedDevice> = devs.iter().collect();
-        let answer = preferred(&refs, &["b".to_owned()], 2);
-        assert_eq!(answer, ["b", "c"]);
         let ids: Vec<String> = devs.iter().map(|d| d.id().to_owned()).collect();
+        let answer: Vec<String> = preferred(&devs, &[0, 1, 2, 3], &[1], 2)
+            .into_iter()
+            .map(|i| ids[i as usize].clone())
+            .collect();
+        assert_eq!(answer, ["b", "c"]);
         validate_preferred(&answer, &ids, &["b".to_owned()], 2).unwrap();
+        // Without must-include: the node with the most free devices, then
+        // ID order; devices not available are never chosen.
+        assert_eq!(preferred(&devs, &[0, 2, 3], &[], 2), [0, 3]);
+        assert_eq!(preferred(&devs, &[1, 2], &[], 2), [1, 2]);
     }
 
     #[test]

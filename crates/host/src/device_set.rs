@@ -2,8 +2,9 @@
 //! ID with its health, built from discovery's devices and health's
 //! verdicts. Immutable once built; a change is a new set swapped in whole.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use wdp_hardware::Candidate;
 use wdp_kubelet_api::v1beta1::{self, ListAndWatchResponse, NumaNode, TopologyInfo};
@@ -37,13 +38,29 @@ impl AdvertisedDevice {
 }
 
 /// Everything one resource advertises at one moment.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Two sets are equal when they advertise the same; their
+/// [`generation`](Self::generation)s are not compared.
+#[derive(Clone, Debug, Default)]
 pub struct DeviceSet {
     devices: Vec<AdvertisedDevice>,
     index: HashMap<String, usize>,
     /// Companion nodes every container of the resource receives.
     companions: Vec<DeviceNode>,
+    /// Unique in the process for every set built.
+    generation: u64,
 }
+
+impl PartialEq for DeviceSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.devices == other.devices && self.companions == other.companions
+    }
+}
+
+impl Eq for DeviceSet {}
+
+/// The source of [`DeviceSet::generation`]s.
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
 
 /// The shared handle `ListAndWatch` streams and RPCs read.
 pub type SharedDeviceSet = Arc<DeviceSet>;
@@ -111,7 +128,15 @@ impl DeviceSet {
             devices: advertised,
             index,
             companions: Vec::new(),
+            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// A number no other set built in this process has (0 for an empty
+    /// default set): warm guest instances and the device tables guests
+    /// receive are kept per generation.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The same set with `companions` given to every container.
@@ -185,15 +210,32 @@ impl DeviceSet {
         ids: &[String],
         require_healthy: bool,
     ) -> Result<Vec<&'a AdvertisedDevice>, String> {
-        let mut seen = BTreeSet::new();
+        Ok(self
+            .resolve_indexes(ids, require_healthy)?
+            .into_iter()
+            .map(|i| &self.devices[i as usize])
+            .collect())
+    }
+
+    /// As [`resolve`](Self::resolve), answering positions in
+    /// [`devices`](Self::devices) (ID order, so sorting positions sorts
+    /// by ID).
+    pub fn resolve_indexes(
+        &self,
+        ids: &[String],
+        require_healthy: bool,
+    ) -> Result<Vec<u32>, String> {
+        let mut seen = vec![false; self.devices.len()];
         ids.iter()
             .map(|id| {
-                if !seen.insert(id.as_str()) {
-                    return Err(format!("device {id:?} is listed twice"));
-                }
-                let device = self
+                let index = *self
+                    .index
                     .get(id)
                     .ok_or_else(|| format!("unknown device {id:?}"))?;
+                if std::mem::replace(&mut seen[index], true) {
+                    return Err(format!("device {id:?} is listed twice"));
+                }
+                let device = &self.devices[index];
                 if require_healthy && !device.healthy {
                     return Err(format!(
                         "device {id:?} is unhealthy: {}",
@@ -204,7 +246,8 @@ impl DeviceSet {
                         }
                     ));
                 }
-                Ok(device)
+                // At most MAX_DEVICES_PER_RESOURCE devices: fits u32.
+                Ok(index as u32)
             })
             .collect()
     }
@@ -237,6 +280,27 @@ mod tests {
         };
         let many = vec![huge; 8];
         assert!(advertised_count(&many) >= 8 * u32::MAX as usize);
+    }
+
+    #[test]
+    fn every_build_is_a_new_generation_but_equal_sets_compare_equal() {
+        let devices = [
+            Device {
+                id: "b".into(),
+                ..Device::default()
+            },
+            Device {
+                id: "a".into(),
+                ..Device::default()
+            },
+        ];
+        let one = DeviceSet::build(&devices, &BTreeMap::new(), &BTreeMap::new());
+        let two = DeviceSet::build(&devices, &BTreeMap::new(), &BTreeMap::new());
+        assert_ne!(one.generation(), two.generation());
+        assert_eq!(one, two);
+        // Positions follow ID order.
+        let ids = ["b".to_owned(), "a".to_owned()];
+        assert_eq!(one.resolve_indexes(&ids, true).unwrap(), [1, 0]);
     }
 
     #[test]

@@ -139,6 +139,7 @@ impl GuestCaller {
         spec: &ResourceSpec,
         binding: &HookBinding,
         candidates: Arc<Vec<Candidate>>,
+        generation: Option<u64>,
     ) -> CallContext {
         CallContext {
             limits: limits(binding),
@@ -149,6 +150,7 @@ impl GuestCaller {
             )),
             config: Arc::new(spec.config.guest_config.clone()),
             resource: spec.config.resource.clone(),
+            generation,
         }
     }
 
@@ -163,7 +165,7 @@ impl GuestCaller {
         call: impl FnOnce(&Guest, &CallContext) -> Result<T, CallError>,
         check: impl FnOnce(&T) -> Result<(), String>,
     ) -> Result<T, GuestFailure> {
-        let ctx = self.context(spec, binding, candidates);
+        let ctx = self.context(spec, binding, candidates, None);
         let started = Instant::now();
         let _in_flight = self.in_flight(binding, guest.name());
         let result = invoke(guest, binding.hook, &ctx, call, check);
@@ -184,7 +186,26 @@ impl GuestCaller {
         call: impl FnOnce(&Guest, &CallContext) -> Result<T, CallError> + Send + 'static,
         check: impl FnOnce(&T) -> Result<(), String> + Send + 'static,
     ) -> Result<T, GuestFailure> {
-        let ctx = self.context(spec, binding, candidates);
+        self.call_in_generation(None, spec, binding, guest, candidates, call, check)
+            .await
+    }
+
+    /// As [`call`](Self::call), for a call that belongs to one device-set
+    /// generation ([`crate::DeviceSet::generation`]): the guest may serve it
+    /// from an instance kept warm since an earlier call of that generation
+    /// ([`CallContext::generation`]). `None` is [`call`](Self::call).
+    #[allow(clippy::too_many_arguments, reason = "call plus the generation")]
+    pub async fn call_in_generation<T: Send + 'static>(
+        &self,
+        generation: Option<u64>,
+        spec: &ResourceSpec,
+        binding: &HookBinding,
+        guest: &Arc<Guest>,
+        candidates: Arc<Vec<Candidate>>,
+        call: impl FnOnce(&Guest, &CallContext) -> Result<T, CallError> + Send + 'static,
+        check: impl FnOnce(&T) -> Result<(), String> + Send + 'static,
+    ) -> Result<T, GuestFailure> {
+        let ctx = self.context(spec, binding, candidates, generation);
         let hook = binding.hook;
         let for_call = guest.clone();
         let started = Instant::now();

@@ -6,18 +6,21 @@
 use tonic::Status;
 use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
 use wdp_policy::Hook;
-use wdp_policy::types::{DeviceRef, PreferredRequest};
+use wdp_policy::types::DeviceRef;
 
 use crate::builtin;
 use crate::config::{CdiMode, HookBinding, OnError};
 use crate::convert::kubelet_response;
-use crate::device_set::AdvertisedDevice;
+use crate::device_set::{AdvertisedDevice, DeviceSet};
 use crate::guest_call::GuestFailure;
 use crate::resource::Resource;
 use crate::validate;
 
 impl Resource {
-    /// `GetPreferredAllocation` for one container.
+    /// `GetPreferredAllocation` for one container. Works on positions in
+    /// the device set: no device is copied, the built-in compares no ID,
+    /// and a guest exporting `preferred-allocation-indexed` receives the
+    /// set once per generation and then only positions.
     pub async fn preferred(
         &self,
         available: &[String],
@@ -26,14 +29,20 @@ impl Resource {
     ) -> Result<Vec<String>, Status> {
         let set = self.devices();
         let spec = self.spec();
-        let available_devices = set
-            .resolve(available, true)
+        let available_at = set
+            .resolve_indexes(available, true)
             .map_err(Status::invalid_argument)?;
-        set.resolve(must_include, true)
+        let must_at = set
+            .resolve_indexes(must_include, true)
             .map_err(Status::invalid_argument)?;
-        if let Some(id) = must_include.iter().find(|id| !available.contains(id)) {
+        let mut is_available = vec![false; set.len()];
+        for &i in &available_at {
+            is_available[i as usize] = true;
+        }
+        if let Some(i) = must_at.iter().position(|&m| !is_available[m as usize]) {
             return Err(Status::invalid_argument(format!(
-                "must-include device {id:?} is not among the available devices"
+                "must-include device {:?} is not among the available devices",
+                must_include[i]
             )));
         }
         let size = usize::try_from(size)
@@ -45,27 +54,50 @@ impl Resource {
                 must_include.len()
             )));
         }
-        let builtin = || builtin::preferred(&available_devices, must_include, size);
+        let ids_of = |set: &DeviceSet, positions: Vec<u32>| -> Vec<String> {
+            positions
+                .into_iter()
+                .map(|i| set.devices()[i as usize].id().to_owned())
+                .collect()
+        };
+        let builtin = {
+            let set = set.clone();
+            let (available_at, must_at) = (available_at.clone(), must_at.clone());
+            move || {
+                ids_of(
+                    &set,
+                    builtin::preferred(set.devices(), &available_at, &must_at, size),
+                )
+            }
+        };
         let Some((binding, guest)) = spec.bound(Hook::PreferredAllocation) else {
             return Ok(builtin());
         };
-        let request = PreferredRequest {
-            available: refs(&available_devices),
-            must_include: must_include.to_vec(),
-            size: size as u32,
-        };
+        let generation = set.generation();
+        let for_call = set.clone();
         let (available, must) = (available.to_vec(), must_include.to_vec());
         let outcome = self
             .caller
-            .call(
+            .call_in_generation(
+                Some(generation),
                 &spec,
                 binding,
                 guest,
                 self.present_candidates(),
-                move |g, ctx| g.choose(ctx, &request),
-                move |answer| validate::preferred(answer, &available, &must, size),
+                move |g, ctx| {
+                    let table: Vec<&DeviceRef> =
+                        for_call.devices().iter().map(|d| &d.device).collect();
+                    let answer =
+                        g.choose_by_index(ctx, &table, &available_at, &must_at, size as u32)?;
+                    Ok(answer.into_ids(&table))
+                },
+                move |answer| match answer {
+                    Ok(ids) => validate::preferred(ids, &available, &must, size),
+                    Err(problem) => Err(problem.clone()),
+                },
             )
-            .await;
+            .await
+            .map(|answer| answer.unwrap_or_default());
         settle(binding, outcome, builtin)
     }
 
@@ -91,7 +123,8 @@ impl Resource {
                 let guest_default = default.clone();
                 let outcome = self
                     .caller
-                    .call(
+                    .call_in_generation(
+                        Some(set.generation()),
                         &spec,
                         binding,
                         guest,
@@ -142,7 +175,8 @@ impl Resource {
         let refs = refs(&devices);
         let outcome = self
             .caller
-            .call(
+            .call_in_generation(
+                Some(set.generation()),
                 &spec,
                 binding,
                 guest,

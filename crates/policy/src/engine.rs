@@ -62,6 +62,14 @@ pub struct EngineSettings {
     /// recently loaded unused builds go first. Default
     /// [`DEFAULT_UNUSED_CACHE_BYTES`]; 0 keeps none.
     pub unused_cache_bytes: u64,
+    /// Keep instances warm between calls of one guest and one device-set
+    /// generation ([`crate::CallContext::generation`]) instead of
+    /// instantiating afresh for every call. A warm instance is thrown away
+    /// after any trap, timeout or memory-cap hit, when the generation
+    /// changes, when it grew its memory by more than 4 MiB since its first
+    /// call, and after 10,000 calls; at most two are kept per loaded
+    /// [`Guest`]. Default `true`.
+    pub warm_instances: bool,
 }
 
 impl Default for EngineSettings {
@@ -75,6 +83,7 @@ impl Default for EngineSettings {
             load_limits: CallLimits::default(),
             observer: None,
             unused_cache_bytes: DEFAULT_UNUSED_CACHE_BYTES,
+            warm_instances: true,
         }
     }
 }
@@ -90,6 +99,7 @@ impl fmt::Debug for EngineSettings {
             .field("load_limits", &self.load_limits)
             .field("observer", &self.observer.as_ref().map(|_| ".."))
             .field("unused_cache_bytes", &self.unused_cache_bytes)
+            .field("warm_instances", &self.warm_instances)
             .finish()
     }
 }
@@ -104,6 +114,7 @@ pub(crate) struct Shared {
     pub(crate) load_limits: CallLimits,
     pub(crate) observer: Option<Arc<dyn CallObserver>>,
     pub(crate) pooling: bool,
+    pub(crate) warm_instances: bool,
     _ticker: Ticker,
 }
 
@@ -354,6 +365,7 @@ impl PolicyEngine {
                 load_limits,
                 observer: settings.observer,
                 pooling,
+                warm_instances: settings.warm_instances,
                 _ticker: ticker,
             }),
             cache: Mutex::new(CompiledCache::new(settings.unused_cache_bytes)),

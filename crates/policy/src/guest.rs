@@ -1,5 +1,5 @@
-//! A loaded guest: compiled, checked and pre-linked; calls instantiate it
-//! into a fresh store under the call's limits.
+//! A loaded guest: compiled, checked and pre-linked; calls run it under
+//! the call's limits in a fresh or a warm instance ([`crate::warm`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,9 +13,11 @@ use wasmtime::{Store, Trap};
 use crate::engine::Shared;
 use crate::error::{CallError, LoadError};
 use crate::host::{BlockingDenied, CallInfo, CallState};
+use crate::indexed::{self, IndexedExport};
 use crate::types::{
     Candidate, ContainerResponse, Device, DeviceFacts, DeviceRef, PreferredRequest, Verdict,
 };
+use crate::warm::WarmPool;
 use crate::{CallContext, CallEvent, CallLimits, Hook, NoHardware};
 
 /// The WIT package every hook belongs to.
@@ -25,7 +27,7 @@ const HOST_VERSION: &str = "0.1.0";
 /// The guest versions it accepts.
 const HOST_RANGE: &str = "0.1.x";
 /// The longest guest error message kept.
-const MAX_GUEST_MESSAGE: usize = 4096;
+pub(crate) const MAX_GUEST_MESSAGE: usize = 4096;
 
 /// One exported hook: where its function is and under which export name.
 #[derive(Clone)]
@@ -39,9 +41,11 @@ pub(crate) struct Prepared {
     hash: String,
     /// Size of the compiled code and data image in memory.
     compiled_bytes: u64,
-    pre: InstancePre<CallState>,
+    pub(crate) pre: InstancePre<CallState>,
     hooks: Vec<Hook>,
     exports: [Option<HookExport>; 5],
+    /// `preferred-allocation-indexed`, when exported.
+    pub(crate) indexed: Option<IndexedExport>,
 }
 
 impl Prepared {
@@ -58,12 +62,19 @@ impl Prepared {
 
         // Exports: only hooks of a compatible version, each once, at least one.
         let mut names: [Option<String>; 5] = Default::default();
+        let mut indexed_name = None;
         for (export, _) in component.component_type().exports(&shared.engine) {
             if TOOLCHAIN_EXPORTS.contains(&export) {
                 tracing::debug!(guest = name, export, "ignoring a toolchain's own export");
                 continue;
             }
-            let hook = classify_export(name, export)?;
+            let hook = match classify_export(name, export)? {
+                Exported::Hook(hook) => hook,
+                Exported::Indexed => {
+                    indexed_name = Some(export.to_string());
+                    continue;
+                }
+            };
             if let Some(first) = &names[hook.index()] {
                 return Err(LoadError::DuplicateHook {
                     guest: name.to_string(),
@@ -107,6 +118,15 @@ impl Prepared {
             exports[hook.index()] = Some(HookExport { export, func });
             hooks.push(hook);
         }
+        let indexed = match indexed_name {
+            Some(export) => Some(IndexedExport::find(
+                &component,
+                name,
+                export,
+                exports[Hook::PreferredAllocation.index()].is_some(),
+            )?),
+            None => None,
+        };
 
         let image = component.image_range();
         let compiled_bytes =
@@ -117,9 +137,15 @@ impl Prepared {
             pre,
             hooks,
             exports,
+            indexed,
         };
         prepared.type_check(shared, name)?;
         Ok(prepared)
+    }
+
+    /// The function of an exported hook.
+    pub(crate) fn exports_of(&self, hook: Hook) -> Option<&ComponentExportIndex> {
+        self.exports[hook.index()].as_ref().map(|e| &e.func)
     }
 
     /// Lower-case hex SHA-256 of the guest's bytes.
@@ -165,8 +191,20 @@ impl Prepared {
                 }
             })?;
         }
+        if let Some(indexed) = &self.indexed {
+            indexed.type_check(&mut store, &instance, name)?;
+        }
         Ok(())
     }
+}
+
+/// What an export of the package is.
+enum Exported {
+    /// One of the five hooks.
+    Hook(Hook),
+    /// `preferred-allocation-indexed`, the by-index companion of
+    /// `preferred-allocation`.
+    Indexed,
 }
 
 /// Maps an export name to its hook, refusing anything else.
@@ -174,7 +212,7 @@ impl Prepared {
 /// componentize-py leaves its build-time init entry `exports`.
 const TOOLCHAIN_EXPORTS: &[&str] = &["exports"];
 
-fn classify_export(guest: &str, export: &str) -> Result<Hook, LoadError> {
+fn classify_export(guest: &str, export: &str) -> Result<Exported, LoadError> {
     let unknown = || LoadError::UnknownExport {
         guest: guest.to_string(),
         export: export.to_string(),
@@ -189,7 +227,11 @@ fn classify_export(guest: &str, export: &str) -> Result<Hook, LoadError> {
     if package != PACKAGE {
         return Err(unknown());
     }
-    let hook: Hook = interface.parse().map_err(|_| unknown())?;
+    let exported = if interface == indexed::INTERFACE {
+        Exported::Indexed
+    } else {
+        Exported::Hook(interface.parse().map_err(|_| unknown())?)
+    };
     let incompatible = |found: &str| LoadError::IncompatibleVersion {
         guest: guest.to_string(),
         export: export.to_string(),
@@ -204,7 +246,7 @@ fn classify_export(guest: &str, export: &str) -> Result<Hook, LoadError> {
     if parsed.major != 0 || parsed.minor != 1 || !parsed.pre.is_empty() {
         return Err(incompatible(version));
     }
-    Ok(hook)
+    Ok(exported)
 }
 
 /// Turns the linker's refusal into an error naming the import.
@@ -259,7 +301,7 @@ fn typecheck(
     }
 }
 
-fn new_store(shared: &Shared, info: CallInfo, limits: CallLimits) -> Store<CallState> {
+pub(crate) fn new_store(shared: &Shared, info: CallInfo, limits: CallLimits) -> Store<CallState> {
     let memory = limits.memory_bytes.min(shared.max_memory_bytes);
     let mut store = Store::new(&shared.engine, CallState::new(info, memory));
     store.limiter(|state| &mut state.limiter);
@@ -269,7 +311,7 @@ fn new_store(shared: &Shared, info: CallInfo, limits: CallLimits) -> Store<CallS
 }
 
 /// Sorts a wasmtime error from instantiation or a call into a [`CallError`].
-fn classify(
+pub(crate) fn classify(
     guest: &str,
     hook: Hook,
     limits: CallLimits,
@@ -334,17 +376,20 @@ fn root_cause(error: &wasmtime::Error) -> String {
 
 /// A policy guest, loaded and checked: call its hooks from any thread.
 ///
-/// Every call instantiates the pre-linked guest into a fresh, short-lived
-/// store under the call's deadline and memory cap; a trap, timeout or
-/// out-of-memory fails that call only. Calls are synchronous and may take
+/// Every call runs under the call's deadline and memory cap, in a fresh
+/// instance of the pre-linked guest or, when the call names a device-set
+/// generation ([`CallContext::generation`]), in an instance this guest kept
+/// warm from an earlier call of the same generation; a trap, timeout or
+/// out-of-memory fails that call only and throws its instance away. Calls are synchronous and may take
 /// up to their timeout: from async code call them inside
 /// `tokio::task::spawn_blocking` (never directly on a runtime worker
 /// thread).
 pub struct Guest {
-    name: String,
-    guest: Arc<str>,
-    prepared: Arc<Prepared>,
-    shared: Arc<Shared>,
+    pub(crate) name: String,
+    pub(crate) guest: Arc<str>,
+    pub(crate) prepared: Arc<Prepared>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) warm: WarmPool,
 }
 
 impl fmt::Debug for Guest {
@@ -364,6 +409,7 @@ impl Guest {
             name,
             prepared,
             shared,
+            warm: WarmPool::default(),
         }
     }
 
@@ -468,8 +514,18 @@ impl Guest {
         T: Lift + 'static,
         (Result<T, String>,): ComponentNamedList + Lift,
     {
+        self.observed(ctx, hook, || self.call_inner::<P, T>(ctx, hook, params))
+    }
+
+    /// Runs `call` and tells the engine's observer how it went.
+    pub(crate) fn observed<T>(
+        &self,
+        ctx: &CallContext,
+        hook: Hook,
+        call: impl FnOnce() -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
         let started = Instant::now();
-        let result = self.call_inner::<P, T>(ctx, hook, params);
+        let result = call();
         if let Some(observer) = &self.shared.observer {
             observer.call_finished(&CallEvent {
                 guest: &self.name,
@@ -494,47 +550,10 @@ impl Guest {
                 hook,
             });
         };
-        let limits = CallLimits {
-            timeout: ctx.limits.timeout,
-            memory_bytes: ctx.limits.memory_bytes.min(self.shared.max_memory_bytes),
-        };
-        let info = CallInfo {
-            guest: Arc::clone(&self.guest),
-            hook: Some(hook),
-            resource: ctx.resource.clone(),
-            services: Arc::clone(&ctx.services),
-            config: Arc::clone(&ctx.config),
-        };
-        let mut store = new_store(&self.shared, info, limits);
-        let instance = match self.prepared.pre.instantiate(&mut store) {
-            Ok(instance) => instance,
-            Err(error) => return Err(classify(&self.name, hook, limits, &store, error, true)),
-        };
-        let func = instance
-            .get_typed_func::<P, (Result<T, String>,)>(&mut store, &export.func)
-            .map_err(|e| CallError::Instantiate {
-                guest: self.name.clone(),
-                hook,
-                detail: format!("{e:#}"),
-            })?;
-        match func.call(&mut store, params) {
-            Ok((Ok(value),)) => Ok(value),
-            Ok((Err(mut message),)) => {
-                if message.len() > MAX_GUEST_MESSAGE {
-                    let mut end = MAX_GUEST_MESSAGE;
-                    while !message.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    message.truncate(end);
-                    message.push_str("...");
-                }
-                Err(CallError::GuestError {
-                    guest: self.name.clone(),
-                    hook,
-                    message,
-                })
-            }
-            Err(error) => Err(classify(&self.name, hook, limits, &store, error, false)),
-        }
+        let limits = self.limits(ctx);
+        let mut instance = self.acquire(ctx, hook, limits)?;
+        let result = self.call_export::<P, T>(&mut instance, hook, limits, &export.func, params);
+        self.release(instance, &result);
+        result
     }
 }

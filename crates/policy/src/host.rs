@@ -79,6 +79,16 @@ impl CallState {
         }
     }
 
+    /// Readies the state of a warm instance for its next call: who calls,
+    /// the call's memory cap, and a clean log count, stderr and limit flag.
+    pub(crate) fn rearm(&mut self, info: CallInfo, memory_bytes: u64) {
+        self.info = info;
+        self.limiter.memory_bytes = usize::try_from(memory_bytes).unwrap_or(usize::MAX);
+        self.limiter.exceeded = None;
+        self.log_lines = 0;
+        self.stderr.clear();
+    }
+
     /// What the guest wrote to stderr (bounded), trimmed.
     pub(crate) fn stderr(&self) -> String {
         self.stderr.contents()
@@ -168,6 +178,8 @@ fn truncate(text: &str, max: usize) -> &str {
 pub(crate) struct CallLimiter {
     memory_bytes: usize,
     pub(crate) exceeded: Option<String>,
+    /// Bytes of linear memory the instance holds (all its memories).
+    pub(crate) held_bytes: usize,
 }
 
 impl CallLimiter {
@@ -175,7 +187,13 @@ impl CallLimiter {
         Self {
             memory_bytes: usize::try_from(memory_bytes).unwrap_or(usize::MAX),
             exceeded: None,
+            held_bytes: 0,
         }
+    }
+
+    /// Whether the instance's memory fits a cap of `memory_bytes`.
+    pub(crate) fn fits(&self, memory_bytes: u64) -> bool {
+        u64::try_from(self.held_bytes).is_ok_and(|held| held <= memory_bytes)
     }
 }
 
@@ -192,6 +210,9 @@ impl ResourceLimiter for CallLimiter {
             ));
             return Ok(false);
         }
+        self.held_bytes = self
+            .held_bytes
+            .saturating_add(desired.saturating_sub(current));
         Ok(true)
     }
 
@@ -265,6 +286,13 @@ impl StderrTail {
     fn contents(&self) -> String {
         let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         String::from_utf8_lossy(&bytes).trim().to_string()
+    }
+
+    fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     fn push(&self, bytes: &[u8]) {

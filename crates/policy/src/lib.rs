@@ -9,10 +9,14 @@
 //! epoch ticker thread) loads guests with [`PolicyEngine::load_file`] —
 //! compiled once per content hash, their exports checked against the five
 //! hooks of a compatible WIT version, their imports against what the host
-//! provides, pre-linked once — and every hook call on a [`Guest`] runs in a
-//! fresh store under a deadline and a memory cap ([`CallLimits`]). A trap, a
-//! timeout, an out-of-memory or a guest's `Err` fails that call only, as a
-//! [`CallError`] naming the guest and the hook.
+//! provides, pre-linked once — and every hook call on a [`Guest`] runs
+//! under a deadline and a memory cap ([`CallLimits`]), in a fresh store or,
+//! when the caller names the device-set generation
+//! ([`CallContext::generation`]), in an instance kept warm from an earlier
+//! call of the same guest and generation. A trap, a timeout, an
+//! out-of-memory or a guest's `Err` fails that call only, as a
+//! [`CallError`] naming the guest and the hook; a trap, timeout or
+//! out-of-memory also throws the instance away.
 //!
 //! Guests get the `host` and `hardware` imports (served by the caller's
 //! [`HostServices`]) and the WASI p2 imports their toolchains add, served
@@ -36,8 +40,10 @@ pub mod error;
 mod guest;
 mod hook;
 mod host;
+mod indexed;
 mod regular_file;
 pub mod types;
+mod warm;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +54,7 @@ pub use engine::{
 pub use error::{CallError, CallErrorKind, LoadError, PolicyError};
 pub use guest::Guest;
 pub use hook::{Hook, UnknownHook};
+pub use indexed::PreferredAnswer;
 pub use regular_file::{RegularFileError, read_regular_file};
 pub use types::{
     Candidate, CandidateKind, ContainerResponse, Device, DeviceFacts, DeviceNode, DeviceRef,
@@ -124,16 +131,26 @@ pub struct CallContext {
     pub config: Arc<Vec<(String, String)>>,
     /// The resource name, for log lines.
     pub resource: String,
+    /// The generation of the device set the call belongs to (any number
+    /// that changes whenever the devices change). When set, the call may
+    /// run in an instance kept warm from an earlier call of the same
+    /// [`Guest`] with the same generation (see
+    /// [`EngineSettings::warm_instances`]), and the device table of
+    /// [`Guest::choose_by_index`] is sent once per generation. `None`: a
+    /// fresh instance, thrown away after the call.
+    pub generation: Option<u64>,
 }
 
 impl CallContext {
-    /// A context with `limits`, no hardware, no config and no resource.
+    /// A context with `limits`, no hardware, no config, no resource and no
+    /// generation (a fresh instance per call).
     pub fn new(limits: CallLimits) -> Self {
         Self {
             limits,
             services: Arc::new(NoHardware),
             config: Arc::new(Vec::new()),
             resource: String::new(),
+            generation: None,
         }
     }
 }
@@ -144,6 +161,7 @@ impl std::fmt::Debug for CallContext {
             .field("limits", &self.limits)
             .field("config", &self.config)
             .field("resource", &self.resource)
+            .field("generation", &self.generation)
             .finish_non_exhaustive()
     }
 }

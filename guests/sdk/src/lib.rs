@@ -34,9 +34,13 @@
 //! [`hardware::read_attribute`] and [`hardware::write_attribute`] reach the
 //! hardware the resource selected (and nothing else).
 //!
-//! Every call runs in a fresh instance that is thrown away afterwards, so
-//! a guest that handles large inputs may install [`BumpAllocator`] as its
-//! global allocator (never frees; much cheaper allocation).
+//! Discovery and health calls run in a fresh instance; allocation,
+//! allocate and pre-start calls may run in an instance kept warm from an
+//! earlier call of the same device-set generation (state may persist
+//! between those calls, but never across generations or resources). For
+//! large device sets implement [`PreferredAllocationByIndex`] and export it
+//! with [`export_preferred_allocation_by_index!`]: the host then sends the
+//! device table once per generation and only positions per call.
 //!
 //! Guests run under a deadline and a memory cap, without any filesystem,
 //! network, environment or clock beyond what the imports give. A panic
@@ -113,6 +117,34 @@ hook_world!(
     "export_preferred_allocation",
     "::wdp_guest_sdk::preferred_allocation_world"
 );
+/// Bindings for `preferred-allocation-indexed` alone (generated): the plain
+/// `preferred-allocation` export beside it comes from its own world, since
+/// one crate cannot generate the same export twice.
+#[allow(missing_docs)]
+#[doc(hidden)]
+pub mod preferred_allocation_indexed_world {
+    wit_bindgen::generate!({
+        inline: "
+            package wdp:guest-sdk-indexed;
+            world indexed {
+                import wasm-device-plugin:policy/host@0.1.0;
+                import wasm-device-plugin:policy/hardware@0.1.0;
+                export wasm-device-plugin:policy/preferred-allocation-indexed@0.1.0;
+            }
+        ",
+        path: "../../wit",
+        world: "wdp:guest-sdk-indexed/indexed",
+        with: {
+            "wasm-device-plugin:policy/types@0.1.0": crate::bindings::wasm_device_plugin::policy::types,
+            "wasm-device-plugin:policy/host@0.1.0": crate::bindings::wasm_device_plugin::policy::host,
+            "wasm-device-plugin:policy/hardware@0.1.0": crate::bindings::wasm_device_plugin::policy::hardware,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__export_preferred_allocation_indexed",
+        default_bindings_module: "::wdp_guest_sdk::preferred_allocation_indexed_world",
+        runtime_path: "::wdp_guest_sdk::__private::wit_bindgen::rt",
+    });
+}
 hook_world!(
     allocate_world,
     "wasm-device-plugin:policy/allocate-guest@0.1.0",
@@ -168,6 +200,9 @@ pub use pre_start_world::export_pre_start;
 /// Exports a type implementing [`PreferredAllocation`] as the guest's
 /// `preferred-allocation` hook.
 pub use preferred_allocation_world::export_preferred_allocation;
+
+pub mod by_index;
+pub use by_index::PreferredAllocationByIndex;
 
 /// Looks up an attribute by name in a list of `(name, value)` pairs (the
 /// `attributes` of a candidate, device or device reference). The first
@@ -358,12 +393,14 @@ mod tests {
 /// A bump allocator for guests: allocation is a pointer bump, `dealloc`
 /// does nothing, `realloc` of the latest block grows it in place.
 ///
-/// Every hook call runs in a fresh instance that is thrown away afterwards,
-/// so a guest never needs to give memory back; a bump allocator makes the
-/// host's copying of large inputs into the guest (one allocation per string
-/// and list) and the guest's own work cheaper. The price: memory freed
-/// during the call is not reused, so a guest that churns through
-/// temporaries may hit its memory cap sooner. Opt in with:
+/// Meant for guests whose every call runs in a fresh instance (discovery,
+/// health): a guest never gives memory back, and a bump allocator makes
+/// the host's copying of large inputs into the guest (one allocation per
+/// string and list) and the guest's own work cheaper. The price: memory
+/// freed during the call is not reused, so a guest that churns through
+/// temporaries may hit its memory cap sooner, and a warm instance
+/// (allocation, allocate, pre-start) using it is recycled once it grew by
+/// 4 MiB. Opt in with:
 ///
 /// ```ignore
 /// #[global_allocator]
