@@ -92,6 +92,21 @@ fn prepare_changed(
     specs
 }
 
+/// Content hashes of the guest builds the `running` resources use.
+fn builds_in_use(running: &BTreeMap<String, crate::supervisor::Running>) -> BTreeSet<String> {
+    running
+        .values()
+        .flat_map(|r| {
+            r.resource
+                .spec()
+                .guests
+                .values()
+                .map(|g| g.content_hash().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// One message per change in the config directory.
 pub(crate) type ChangeEvents = tokio::sync::mpsc::UnboundedReceiver<()>;
 
@@ -199,6 +214,7 @@ impl Host {
         // Apply.
         let mut summary = ReloadSummary::default();
         let mut running = self.running.lock().await;
+        let builds_before = builds_in_use(&running);
         let gone: Vec<String> = running
             .keys()
             .filter(|k| !specs.contains_key(*k))
@@ -236,27 +252,19 @@ impl Host {
             }
             summary.updated.push(name);
         }
-        // Compiled builds neither this configuration nor the one before it
-        // uses go (memory stays bounded however many edits a guest sees,
-        // and reverting the last edit finds its builds compiled).
-        let used: BTreeSet<String> = running
-            .values()
-            .flat_map(|r| {
-                r.resource
-                    .spec()
-                    .guests
-                    .values()
-                    .map(|g| g.content_hash().to_owned())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        // Compiled builds neither this configuration nor the one before the
+        // latest change uses go: memory stays bounded however many edits a
+        // guest sees, and reverting the latest edit finds its builds compiled.
+        let used = builds_in_use(&running);
         let mut previous = self
             .previous_builds
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if used != builds_before {
+            *previous = builds_before;
+        }
         self.engine
             .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
-        *previous = used;
         *current = new_config;
         Ok(summary)
     }

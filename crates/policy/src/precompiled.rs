@@ -23,6 +23,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -32,6 +34,23 @@ use wasmtime::component::Component;
 pub(crate) struct PrecompiledDir {
     dir: PathBuf,
     engine_key: String,
+    /// Writes still running (see [`store`](Self::store)); joined on drop.
+    writing: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for PrecompiledDir {
+    /// Waits for the writes still running: when the engine is gone, its
+    /// compiled guests are on disk (what `precompile` relies on).
+    fn drop(&mut self) {
+        let writing = std::mem::take(
+            self.writing
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for write in writing {
+            let _ = write.join();
+        }
+    }
 }
 
 impl PrecompiledDir {
@@ -55,6 +74,7 @@ impl PrecompiledDir {
         Ok(Self {
             dir,
             engine_key: format!("{:016x}", hasher.finish()),
+            writing: Mutex::new(Vec::new()),
         })
     }
 
@@ -81,20 +101,36 @@ impl PrecompiledDir {
         }
     }
 
-    /// Writes `component` (content hash `hash`) for later loads. A failure
-    /// (a read-only directory, a full disk) is logged and otherwise
-    /// ignored: the guest is loaded already, only the next start pays.
+    /// Writes `component` (content hash `hash`) for later loads, on a
+    /// thread of its own: the load that compiled it (a reload waiting to
+    /// serve a new guest) does not wait for the disk. A failure (a
+    /// read-only directory, a full disk) is logged and otherwise ignored:
+    /// the guest is loaded already, only the next start pays.
     pub(crate) fn store(&self, component: &Component, hash: &str) {
         let path = self.path(hash);
         if path.is_file() {
             return;
         }
-        let result = component
-            .serialize()
-            .map_err(|e| std::io::Error::other(format!("{e:#}")))
-            .and_then(|bytes| write_atomically(&path, &bytes));
-        if let Err(error) = result {
-            tracing::warn!(path = %path.display(), %error, "cannot keep the compiled guest on disk");
+        let component = component.clone();
+        let write = move || {
+            let result = component
+                .serialize()
+                .map_err(|e| std::io::Error::other(format!("{e:#}")))
+                .and_then(|bytes| write_atomically(&path, &bytes));
+            if let Err(error) = result {
+                tracing::warn!(path = %path.display(), %error, "cannot keep the compiled guest on disk");
+            }
+        };
+        let mut writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        writing.retain(|w| !w.is_finished());
+        match std::thread::Builder::new()
+            .name("wdp-policy-precompiled-write".into())
+            .spawn(write)
+        {
+            Ok(handle) => writing.push(handle),
+            Err(error) => {
+                tracing::warn!(%error, "cannot start a thread to keep the compiled guest on disk")
+            }
         }
     }
 }
