@@ -344,3 +344,57 @@ async fn changed_registration_options_register_again() {
     );
     assert!(state.refusals.is_empty(), "{:?}", state.refusals);
 }
+
+#[tokio::test]
+async fn an_edit_leaves_untouched_resources_alone() {
+    const BYSTANDER: &str = "reload.example.com/bystander";
+    let world = reload_world();
+    world.write_config(
+        "host.toml",
+        "version = 1\nreload-debounce-ms = 20\npoll-interval-ms = 600000\n",
+    );
+    for i in 0..64 {
+        world.add_node(&format!("/dev/many/n{i}"));
+    }
+    world.install_guest(wdp_guest_artifacts::PRESENCE_HEALTH, "health.wasm");
+    world.write_config(
+        "bystander.toml",
+        &format!(
+            "version = 1\nresource = \"{BYSTANDER}\"\n[[nodes]]\npath = \"/dev/many/n*\"\n\
+             [hooks.health]\nguest = \"guests/health.wasm\"\n"
+        ),
+    );
+    let metrics = free_addr();
+    let kubelet = world.kubelet().await;
+    let plugin = world.spawn_with(&["--metrics-addr", &metrics]);
+    for resource in [STABLE, BYSTANDER] {
+        kubelet
+            .wait_registered(resource, 1, WAIT)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    }
+    let health_calls = format!(
+        "wasm_device_plugin_guest_calls_total{{resource=\"{BYSTANDER}\",guest=\"health.wasm\",hook=\"health\",result=\"ok\"}}"
+    );
+    let before = wait_metric(&metrics, &health_calls, |n| n >= 1.0).await;
+
+    // Edits of the other resource, served one after the other.
+    for prefix in ["SECOND", "THIRD"] {
+        world.write_config("stable.toml", &stable_config(2, prefix));
+        let key = format!("{prefix}_VISIBLE_DEVICES");
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while allocate_env(&kubelet, &key).await.is_none() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "edit never served\n{}",
+                plugin.log()
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+    // The bystander's health guest was not called again (no dry run, no
+    // rediscovery), and it never re-registered.
+    let after = wait_metric(&metrics, &health_calls, |_| true).await;
+    assert_eq!(after, before, "the untouched resource was re-checked");
+    assert_eq!(kubelet.plugin(BYSTANDER).unwrap().registrations, 1);
+}

@@ -8,10 +8,12 @@ use wdp_policy::types::{ContainerResponse, Device, DeviceNode, DeviceSpec, Verdi
 
 use crate::device_set::AdvertisedDevice;
 
-/// Discovery: every candidate is one device with its selector's replica count.
-pub fn discovery(tagged: &[(Candidate, u32)]) -> Vec<Device> {
-    tagged
+/// Discovery: every candidate is one device with its selector's replica
+/// count (`replicas[i]` for `candidates[i]`).
+pub fn discovery(candidates: &[Candidate], replicas: &[u32]) -> Vec<Device> {
+    candidates
         .iter()
+        .zip(replicas)
         .map(|(c, replicas)| Device {
             id: c.id.clone(),
             candidates: vec![c.id.clone()],
@@ -27,11 +29,11 @@ pub fn discovery(tagged: &[(Candidate, u32)]) -> Vec<Device> {
 }
 
 /// Health: healthy while every candidate of the device is present.
-pub fn verdict(device: &Device, present: &BTreeSet<String>) -> Verdict {
+pub fn verdict(device: &Device, present: impl Fn(&str) -> bool) -> Verdict {
     let missing: Vec<&str> = device
         .candidates
         .iter()
-        .filter(|c| !present.contains(*c))
+        .filter(|c| !present(c))
         .map(String::as_str)
         .collect();
     Verdict {
@@ -170,9 +172,9 @@ mod tests {
             candidates: vec!["0000:01:00.0".into()],
             ..Device::default()
         };
-        let v = verdict(&d, &BTreeSet::new());
+        let v = verdict(&d, |_| false);
         assert!(!v.healthy);
         assert!(v.reason.contains("0000:01:00.0"), "{}", v.reason);
-        assert!(verdict(&d, &BTreeSet::from(["0000:01:00.0".to_owned()])).healthy);
+        assert!(verdict(&d, |id| id == "0000:01:00.0").healthy);
     }
 }

@@ -2,7 +2,7 @@
 //! ID with its health, built from discovery's devices and health's
 //! verdicts. Immutable once built; a change is a new set swapped in whole.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,6 +11,19 @@ use wdp_kubelet_api::v1beta1::{self, ListAndWatchResponse, NumaNode, TopologyInf
 use wdp_policy::types::{Device, DeviceNode, DeviceRef, Verdict};
 
 use crate::convert::guest_node;
+
+/// Finds a resource's candidates by ID: a map of them, or the pipeline's
+/// view over the latest scan and the candidates seen before.
+pub trait CandidateLookup {
+    /// The candidate with `id`, if known.
+    fn candidate(&self, id: &str) -> Option<&Candidate>;
+}
+
+impl CandidateLookup for BTreeMap<String, Candidate> {
+    fn candidate(&self, id: &str) -> Option<&Candidate> {
+        self.get(id)
+    }
+}
 
 /// Separator between a shared device's ID and its replica number.
 pub const REPLICA_SEPARATOR: &str = "::";
@@ -43,8 +56,8 @@ impl AdvertisedDevice {
 /// [`generation`](Self::generation)s are not compared.
 #[derive(Clone, Debug, Default)]
 pub struct DeviceSet {
+    /// Sorted by ID, unique (looked up by binary search).
     devices: Vec<AdvertisedDevice>,
-    index: HashMap<String, usize>,
     /// Companion nodes every container of the resource receives.
     companions: Vec<DeviceNode>,
     /// Unique in the process for every set built.
@@ -61,6 +74,37 @@ impl Eq for DeviceSet {}
 
 /// The source of [`DeviceSet::generation`]s.
 static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+/// The kubelet's health word.
+fn health_word(healthy: bool) -> &'static str {
+    if healthy {
+        v1beta1::HEALTHY
+    } else {
+        v1beta1::UNHEALTHY
+    }
+}
+
+/// A device's NUMA nodes as the kubelet's topology (none when unknown).
+fn topology(d: &AdvertisedDevice) -> Option<TopologyInfo> {
+    (!d.device.numa_nodes.is_empty()).then(|| TopologyInfo {
+        nodes: d
+            .device
+            .numa_nodes
+            .iter()
+            .map(|&id| NumaNode { id })
+            .collect(),
+    })
+}
+
+/// Encoded length of a non-empty string field (empty strings are not sent).
+fn string_len(tag: u32, value: &str) -> usize {
+    use prost::encoding::{encoded_len_varint, key_len};
+    if value.is_empty() {
+        0
+    } else {
+        key_len(tag) + encoded_len_varint(value.len() as u64) + value.len()
+    }
+}
 
 /// The shared handle `ListAndWatch` streams and RPCs read.
 pub type SharedDeviceSet = Arc<DeviceSet>;
@@ -80,7 +124,7 @@ impl DeviceSet {
     pub fn build(
         devices: &[Device],
         verdicts: &BTreeMap<String, Verdict>,
-        candidates: &BTreeMap<String, Candidate>,
+        candidates: &impl CandidateLookup,
     ) -> Self {
         let mut advertised = Vec::with_capacity(advertised_count(devices));
         for device in devices {
@@ -88,7 +132,11 @@ impl DeviceSet {
                 .get(&device.id)
                 .map_or((true, String::new()), |v| (v.healthy, v.reason.clone()));
             let mut nodes = Vec::new();
-            for c in device.candidates.iter().filter_map(|id| candidates.get(id)) {
+            for c in device
+                .candidates
+                .iter()
+                .filter_map(|id| candidates.candidate(id))
+            {
                 for n in &c.nodes {
                     let node = guest_node(n);
                     if !nodes.contains(&node) {
@@ -119,14 +167,8 @@ impl DeviceSet {
             }
         }
         advertised.sort_by(|a, b| a.device.id.cmp(&b.device.id));
-        let index = advertised
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.device.id.clone(), i))
-            .collect();
         Self {
             devices: advertised,
-            index,
             companions: Vec::new(),
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
         }
@@ -157,7 +199,15 @@ impl DeviceSet {
 
     /// The device with kubelet ID `id`.
     pub fn get(&self, id: &str) -> Option<&AdvertisedDevice> {
-        self.index.get(id).map(|&i| &self.devices[i])
+        self.position(id).map(|i| &self.devices[i])
+    }
+
+    /// Where the device with kubelet ID `id` is in
+    /// [`devices`](Self::devices).
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.devices
+            .binary_search_by(|d| d.device.id.as_str().cmp(id))
+            .ok()
     }
 
     /// How many IDs are advertised.
@@ -183,23 +233,28 @@ impl DeviceSet {
                 .iter()
                 .map(|d| v1beta1::Device {
                     id: d.device.id.clone(),
-                    health: if d.healthy {
-                        v1beta1::HEALTHY
-                    } else {
-                        v1beta1::UNHEALTHY
-                    }
-                    .to_owned(),
-                    topology: (!d.device.numa_nodes.is_empty()).then(|| TopologyInfo {
-                        nodes: d
-                            .device
-                            .numa_nodes
-                            .iter()
-                            .map(|&id| NumaNode { id })
-                            .collect(),
-                    }),
+                    health: health_word(d.healthy).to_owned(),
+                    topology: topology(d),
                 })
                 .collect(),
         }
+    }
+
+    /// The encoded size of [`to_list`](Self::to_list)'s message, computed
+    /// without building it (no copy of any ID): what the kubelet's message
+    /// limit is checked against on every refresh.
+    pub fn list_encoded_len(&self) -> usize {
+        use prost::encoding::{encoded_len_varint, key_len, message, string};
+        self.devices
+            .iter()
+            .map(|d| {
+                let topology = topology(d).map_or(0, |t| message::encoded_len(3, &t));
+                let device = string::encoded_len(1, &d.device.id)
+                    + string_len(2, health_word(d.healthy))
+                    + topology;
+                key_len(1) + encoded_len_varint(device as u64) + device
+            })
+            .sum()
     }
 
     /// Looks up every ID of a kubelet request, refusing unknown and
@@ -228,9 +283,8 @@ impl DeviceSet {
         let mut seen = vec![false; self.devices.len()];
         ids.iter()
             .map(|id| {
-                let index = *self
-                    .index
-                    .get(id)
+                let index = self
+                    .position(id)
                     .ok_or_else(|| format!("unknown device {id:?}"))?;
                 if std::mem::replace(&mut seen[index], true) {
                     return Err(format!("device {id:?} is listed twice"));
@@ -269,6 +323,33 @@ mod tests {
         let ids: Vec<&str> = set.devices().iter().map(|d| d.id()).collect();
         assert_eq!(ids, ["fuse::0", "fuse::1", "fuse::2"]);
         assert!(set.to_list().devices.iter().all(|d| d.health == "Healthy"));
+    }
+
+    #[test]
+    fn encoded_length_is_that_of_the_message() {
+        let devices: Vec<Device> = (0..300)
+            .map(|i| Device {
+                id: format!("dev{i}"),
+                numa_nodes: if i % 3 == 0 {
+                    vec![0, i64::from(i)]
+                } else {
+                    vec![]
+                },
+                ..Device::default()
+            })
+            .collect();
+        let verdicts = BTreeMap::from([(
+            "dev7".to_owned(),
+            Verdict {
+                id: "dev7".into(),
+                healthy: false,
+                reason: "hot".into(),
+            },
+        )]);
+        let set = DeviceSet::build(&devices, &verdicts, &BTreeMap::new());
+        use prost::Message;
+        assert_eq!(set.list_encoded_len(), set.to_list().encoded_len());
+        assert_eq!(DeviceSet::default().list_encoded_len(), 0);
     }
 
     #[test]

@@ -50,7 +50,9 @@ pub use config::{ConfigError, ConfigSet, ResourceConfig};
 pub use device_set::{AdvertisedDevice, DeviceSet};
 pub use error::{GuestProblem, HostError};
 pub use metrics::Metrics;
-pub use offline::{LoadedResource, ResourceReport, check, load_offline};
+pub use offline::{
+    LoadedResource, PrecompileReport, ResourceReport, check, load_offline, precompile,
+};
 pub use plugin_watcher::{RegistrationMode, RegistrationPath};
 pub use reload::ReloadSummary;
 pub use resource::Resource;

@@ -38,6 +38,59 @@ pub struct ResourceReport {
     pub warnings: Vec<String>,
 }
 
+/// What [`precompile`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PrecompileReport {
+    /// The precompiled-guest directory (`None`: `host.toml` names none,
+    /// and nothing was compiled).
+    pub dir: Option<PathBuf>,
+    /// Each guest file the configuration names, once, with the file its
+    /// compiled build is kept in.
+    pub guests: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Compiles every guest a config directory names into the directory its
+/// `host.toml` gives as `precompiled-cache-dir` (builds already there are
+/// mapped, not compiled again), checking and smoke-testing each as a load
+/// does; discovery does not run. A host that finds its guests there never
+/// runs the compiler: `run` calls this in a child process before serving,
+/// so the compiler's memory is never the serving process's. Blocking.
+pub fn precompile(config_dir: &Path) -> Result<PrecompileReport, HostError> {
+    let config = config::load_dir(config_dir)?;
+    let Some(dir) = config.host.precompiled_cache_dir.as_ref() else {
+        return Ok(PrecompileReport::default());
+    };
+    let engine = new_engine(&config)?;
+    prepare(&engine, &config)?;
+    let mut guests: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for resource in config.resources.values() {
+        for binding in &resource.hooks {
+            if guests.iter().any(|(g, _)| *g == binding.guest) {
+                continue;
+            }
+            let bytes = std::fs::read(&binding.guest).map_err(|source| HostError::Guest {
+                file: resource.file.clone(),
+                hook: binding.hook,
+                guest: binding.guest.clone(),
+                source: Box::new(
+                    wdp_policy::LoadError::Read {
+                        path: binding.guest.clone(),
+                        source,
+                    }
+                    .into(),
+                ),
+            })?;
+            if let Some(path) = engine.precompiled_path(&bytes) {
+                guests.push((binding.guest.clone(), path));
+            }
+        }
+    }
+    Ok(PrecompileReport {
+        dir: Some(config.dir.join(dir)),
+        guests,
+    })
+}
+
 /// A resource loaded offline, with the warnings of its first hardware scan.
 pub type LoadedResource = (Arc<Resource>, Vec<String>);
 

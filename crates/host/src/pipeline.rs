@@ -4,10 +4,10 @@
 //! guest), bound every size, and build the device set. Shared by
 //! refreshes, first loads and reload dry runs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use prost::Message;
 use wdp_hardware::{Candidate, HostRoot, Selector};
 use wdp_policy::Hook;
 use wdp_policy::types::{Device, DeviceFacts, Verdict};
@@ -16,7 +16,7 @@ use crate::builtin;
 use crate::companions;
 use crate::config::{CdiMode, OnError};
 use crate::convert::guest_candidate;
-use crate::device_set::DeviceSet;
+use crate::device_set::{CandidateLookup, DeviceSet};
 use crate::error::HostError;
 use crate::guest_call::GuestCaller;
 use crate::limits::KUBELET_MAX_MESSAGE_BYTES;
@@ -26,12 +26,48 @@ use crate::validate;
 /// What the pipeline remembers between runs.
 #[derive(Clone, Debug, Default)]
 pub struct DiscoveryState {
-    /// Every candidate seen since the resource started, last known facts.
-    pub known: BTreeMap<String, Candidate>,
+    /// The candidates of the latest scan (shared with the RPC path: one
+    /// copy of each candidate's facts, however many readers).
+    pub present: Arc<Vec<Candidate>>,
+    /// Candidates seen since the resource started but absent from the
+    /// latest scan, with their last known facts.
+    pub gone: BTreeMap<String, Candidate>,
     /// The last devices advertised.
     pub devices: Vec<Device>,
     /// The last health verdicts, by device ID.
     pub verdicts: BTreeMap<String, Verdict>,
+}
+
+/// Every candidate a run knows: the present ones (by index) and the gone
+/// ones, looked up by ID.
+struct Known<'a> {
+    present: &'a [Candidate],
+    by_id: HashMap<&'a str, usize>,
+    gone: &'a BTreeMap<String, Candidate>,
+}
+
+/// Positions of `candidates` by ID.
+fn index(candidates: &[Candidate]) -> HashMap<&str, usize> {
+    candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.as_str(), i))
+        .collect()
+}
+
+impl Known<'_> {
+    fn is_present(&self, id: &str) -> bool {
+        self.by_id.contains_key(id)
+    }
+}
+
+impl CandidateLookup for Known<'_> {
+    fn candidate(&self, id: &str) -> Option<&Candidate> {
+        match self.by_id.get(id) {
+            Some(&i) => Some(&self.present[i]),
+            None => self.gone.get(id),
+        }
+    }
 }
 
 /// One run's result.
@@ -42,8 +78,9 @@ pub struct Refreshed {
     /// Problems of the hardware scan (guest failures are logged where
     /// they happen).
     pub warnings: Vec<String>,
-    /// Every candidate seen, present or gone (to watch for changes).
-    pub watched: Vec<Candidate>,
+    /// The host paths to watch for changes (gone hardware included, so
+    /// its return is an event too).
+    pub watch_paths: Vec<PathBuf>,
     /// The candidates present now (what guests may read during RPCs).
     pub present: Arc<Vec<Candidate>>,
 }
@@ -72,17 +109,19 @@ pub fn run(
     };
     let mut warnings = Vec::new();
 
-    // The hardware scan, tagged with each selector's replica count.
-    let mut tagged: Vec<(Candidate, u32)> = Vec::new();
-    let mut seen = BTreeSet::new();
+    // The hardware scan, with each selector's replica count beside it.
+    let mut scanned: Vec<Candidate> = Vec::new();
+    let mut replicas: Vec<u32> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     for (i, selector) in spec.config.selectors.iter().enumerate() {
         match wdp_hardware::discover(root, std::slice::from_ref(selector)) {
             Ok(scan) => {
                 warnings.extend(scan.warnings);
-                let replicas = spec.config.replicas.get(&i).copied().unwrap_or(1);
+                let count = spec.config.replicas.get(&i).copied().unwrap_or(1);
                 for c in scan.candidates {
                     if seen.insert(c.id.clone()) {
-                        tagged.push((c, replicas));
+                        scanned.push(c);
+                        replicas.push(count);
                     }
                 }
             }
@@ -95,21 +134,30 @@ pub fn run(
             Err(error) => warnings.push(format!("{}: {error}", describe(selector))),
         }
     }
-    for (c, _) in &tagged {
-        state.known.insert(c.id.clone(), c.clone());
+    drop(seen);
+    // Candidates of the previous scan that are absent now are remembered
+    // as gone; those back again are not.
+    let present: Arc<Vec<Candidate>> = Arc::new(scanned);
+    let by_id = index(&present);
+    let mut gone = state.gone.clone();
+    gone.retain(|id, _| !by_id.contains_key(id.as_str()));
+    for c in state.present.iter() {
+        if !by_id.contains_key(c.id.as_str()) {
+            gone.insert(c.id.clone(), c.clone());
+        }
     }
-    let present_ids = seen;
-    let present: Arc<Vec<Candidate>> = Arc::new(tagged.iter().map(|(c, _)| c.clone()).collect());
+    let known = Known {
+        present: &present,
+        by_id,
+        gone: &gone,
+    };
 
     // Discovery: the guest's answer, or one device per candidate.
     let mut devices = match spec.bound(Hook::Discovery) {
-        None => builtin::discovery(&tagged),
+        None => builtin::discovery(&present, &replicas),
         Some((binding, guest)) => {
-            let input: Vec<_> = tagged
-                .iter()
-                .map(|(c, _)| guest_candidate(c, true))
-                .collect();
-            let known = &state.known;
+            let input: Vec<_> = present.iter().map(|c| guest_candidate(c, true)).collect();
+            let known = &known;
             let outcome = caller.call_blocking(
                 spec,
                 binding,
@@ -123,7 +171,7 @@ pub fn run(
                 Err(failure) if mode == Mode::Strict => return Err(refuse(failure.to_string())),
                 // Logged once per change of state by the guest-call path.
                 Err(_) => match binding.on_error {
-                    OnError::Builtin => builtin::discovery(&tagged),
+                    OnError::Builtin => builtin::discovery(&present, &replicas),
                     OnError::Fail => state.devices.clone(),
                 },
             }
@@ -132,22 +180,22 @@ pub fn run(
     for d in &mut devices {
         d.replicas = d.replicas.max(1);
     }
-    validate::devices(&devices, &state.known).map_err(refuse)?;
+    validate::devices(&devices, &known).map_err(refuse)?;
     // A device whose hardware vanished stays listed (as Unhealthy) so the
     // kubelet and its pods learn about it, instead of silently dropping out.
     for old in &state.devices {
-        let gone = old.candidates.iter().any(|c| !present_ids.contains(c));
+        let gone = old.candidates.iter().any(|c| !known.is_present(c));
         if gone && !devices.iter().any(|d| d.id == old.id) {
             devices.push(old.clone());
         }
     }
-    validate::devices(&devices, &state.known).map_err(refuse)?;
+    validate::devices(&devices, &known).map_err(refuse)?;
 
     // Health: the built-in presence rule, refined by the guest's verdicts.
-    let hardware_present = |d: &Device| d.candidates.iter().all(|c| present_ids.contains(c));
+    let hardware_present = |d: &Device| d.candidates.iter().all(|c| known.is_present(c));
     let mut verdicts: BTreeMap<String, Verdict> = devices
         .iter()
-        .map(|d| (d.id.clone(), builtin::verdict(d, &present_ids)))
+        .map(|d| (d.id.clone(), builtin::verdict(d, |c| known.is_present(c))))
         .collect();
     if let Some((binding, guest)) = spec.bound(Hook::Health) {
         let facts: Vec<DeviceFacts> = devices
@@ -157,8 +205,8 @@ pub fn run(
                 candidates: d
                     .candidates
                     .iter()
-                    .filter_map(|id| state.known.get(id))
-                    .map(|c| guest_candidate(c, present_ids.contains(&c.id)))
+                    .filter_map(|id| known.candidate(id))
+                    .map(|c| guest_candidate(c, known.is_present(&c.id)))
                     .collect(),
             })
             .collect();
@@ -213,21 +261,33 @@ pub fn run(
     {
         return Err(refuse(problem));
     }
-    let set = DeviceSet::build(&devices, &verdicts, &state.known).with_companions(companions.nodes);
-    let size = set.to_list().encoded_len();
+    let set = DeviceSet::build(&devices, &verdicts, &known).with_companions(companions.nodes);
+    let size = set.list_encoded_len();
     if size > KUBELET_MAX_MESSAGE_BYTES {
         return Err(refuse(format!(
             "{} devices make a {size}-byte ListAndWatch message, above the kubelet's {KUBELET_MAX_MESSAGE_BYTES}-byte limit",
             set.len()
         )));
     }
+    // Gone hardware stays watched so its return is an event too.
+    let mut selectors: Vec<Selector> = spec.config.selectors.clone();
+    selectors.extend(spec.config.companions.iter().cloned().map(Selector::Nodes));
+    let mut watch_paths = wdp_hardware::watch_paths(root, &selectors, &present);
+    if !gone.is_empty() {
+        let gone: Vec<Candidate> = gone.values().cloned().collect();
+        watch_paths.extend(wdp_hardware::watch_paths(root, &[], &gone));
+        watch_paths.sort();
+        watch_paths.dedup();
+    }
+    drop(known);
+    state.present = Arc::clone(&present);
+    state.gone = gone;
     state.devices = devices;
     state.verdicts = verdicts;
     Ok(Refreshed {
         set,
         warnings,
-        // Gone hardware stays watched so its return is an event too.
-        watched: state.known.values().cloned().collect(),
+        watch_paths,
         present,
     })
 }

@@ -4,7 +4,7 @@
 //! discovery is dry-run first; only then are resources added, removed or
 //! swapped. Unchanged resources are left alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,10 +58,52 @@ pub(crate) fn prepare(
     engine: &PolicyEngine,
     config: &ConfigSet,
 ) -> Result<BTreeMap<String, ResourceSpec>, HostError> {
-    config
+    prepare_changed(engine, config, &BTreeMap::new())
+}
+
+/// [`prepare`], except that a resource whose configuration and guest files
+/// are those of its `running` spec ([`ResourceSpec::unchanged_for`]) keeps
+/// that spec: nothing untouched is loaded, smoke-tested or rediscovered
+/// again, whatever else the directory holds. Blocking.
+fn prepare_changed(
+    engine: &PolicyEngine,
+    config: &ConfigSet,
+    running: &BTreeMap<String, Arc<Resource>>,
+) -> Result<BTreeMap<String, ResourceSpec>, HostError> {
+    let mut loaded_any = false;
+    let specs = config
         .resources
         .iter()
-        .map(|(name, resource)| Ok((name.clone(), ResourceSpec::load(engine, resource)?)))
+        .map(|(name, resource)| {
+            if let Some(existing) = running.get(name) {
+                let spec = existing.spec();
+                if spec.unchanged_for(resource) {
+                    return Ok((name.clone(), ResourceSpec::clone(&spec)));
+                }
+            }
+            loaded_any = true;
+            Ok((name.clone(), ResourceSpec::load(engine, resource)?))
+        })
+        .collect();
+    if loaded_any {
+        // A compile frees most of what it allocated; give it back.
+        wdp_policy::release_free_memory();
+    }
+    specs
+}
+
+/// Content hashes of the guest builds the `running` resources use.
+fn builds_in_use(running: &BTreeMap<String, crate::supervisor::Running>) -> BTreeSet<String> {
+    running
+        .values()
+        .flat_map(|r| {
+            r.resource
+                .spec()
+                .guests
+                .values()
+                .map(|g| g.content_hash().to_owned())
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -144,7 +186,7 @@ impl Host {
         let cdi_dir = self.options.cdi_dir.clone();
         let config_for_prepare = new_config.clone();
         let (specs, mut fresh) = tokio::task::spawn_blocking(move || {
-            let specs = prepare(&engine, &config_for_prepare)?;
+            let specs = prepare_changed(&engine, &config_for_prepare, &running)?;
             let mut fresh: BTreeMap<String, Arc<Resource>> = BTreeMap::new();
             for (name, spec) in &specs {
                 match running.get(name) {
@@ -172,6 +214,7 @@ impl Host {
         // Apply.
         let mut summary = ReloadSummary::default();
         let mut running = self.running.lock().await;
+        let builds_before = builds_in_use(&running);
         let gone: Vec<String> = running
             .keys()
             .filter(|k| !specs.contains_key(*k))
@@ -209,20 +252,19 @@ impl Host {
             }
             summary.updated.push(name);
         }
-        // Compiled builds no resource uses any more go (memory stays bounded
-        // however many edits a guest sees).
-        let used: std::collections::BTreeSet<String> = running
-            .values()
-            .flat_map(|r| {
-                r.resource
-                    .spec()
-                    .guests
-                    .values()
-                    .map(|g| g.content_hash().to_owned())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        self.engine.retain_compiled(|hash| used.contains(hash));
+        // Compiled builds neither this configuration nor the one before the
+        // latest change uses go: memory stays bounded however many edits a
+        // guest sees, and reverting the latest edit finds its builds compiled.
+        let used = builds_in_use(&running);
+        let mut previous = self
+            .previous_builds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if used != builds_before {
+            *previous = builds_before;
+        }
+        self.engine
+            .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
         *current = new_config;
         Ok(summary)
     }

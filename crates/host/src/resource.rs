@@ -6,12 +6,14 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
-use wdp_hardware::{Candidate, ChangeWatcher, HostRoot, Selector};
+use wdp_hardware::{Candidate, ChangeWatcher, HostRoot};
 
 use crate::cdi;
 use crate::config::CdiMode;
@@ -42,6 +44,9 @@ pub struct Resource {
     /// inotify on the selected hardware, where the kernel gives events;
     /// `None` when it cannot be set up (polling still runs).
     hardware: Option<ChangeWatcher>,
+    /// How long the latest discovery and health run took (nanoseconds):
+    /// what the next poll waits for in proportion ([`POLL_COST_FACTOR`]).
+    refresh_cost_nanos: AtomicU64,
     /// Where CDI specs go (`None` offline: nothing is written).
     cdi_dir: Option<PathBuf>,
     /// The CDI spec last written, to write only changes.
@@ -84,6 +89,7 @@ impl Resource {
                 .ok(),
             cdi_dir,
             cdi_written: Mutex::new(None),
+            refresh_cost_nanos: AtomicU64::new(0),
         });
         let refreshed = resource.compute(Mode::Strict)?;
         let warnings = refreshed.warnings.clone();
@@ -171,12 +177,16 @@ impl Resource {
     }
 
     fn compute(&self, mode: Mode) -> Result<Refreshed, HostError> {
+        let started = Instant::now();
         let spec = self.spec.load_full();
         let mut state = self
             .discovery
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        pipeline::run(&spec, &self.root, &self.caller, &mut state, mode)
+        let result = pipeline::run(&spec, &self.root, &self.caller, &mut state, mode);
+        let cost = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.refresh_cost_nanos.store(cost, Ordering::Relaxed);
+        result
     }
 
     /// One WARN per warning that appears, one INFO when it clears.
@@ -194,17 +204,7 @@ impl Resource {
 
     fn publish(&self, refreshed: Refreshed) -> bool {
         if let Some(watcher) = &self.hardware {
-            let spec = self.spec.load();
-            // Companions are watched like node selectors: their folders.
-            let selectors: Vec<Selector> = spec
-                .config
-                .selectors
-                .iter()
-                .cloned()
-                .chain(spec.config.companions.iter().cloned().map(Selector::Nodes))
-                .collect();
-            let paths = wdp_hardware::watch_paths(&self.root, &selectors, &refreshed.watched);
-            for warning in watcher.set_paths(&paths) {
+            for warning in watcher.set_paths(&refreshed.watch_paths) {
                 tracing::debug!(resource = %self.name, %warning, "hardware watch");
             }
         }
@@ -222,6 +222,11 @@ impl Resource {
         });
         self.metrics.set_devices(&self.name, healthy, unhealthy);
         self.write_cdi_spec();
+        if healthy + unhealthy >= TRIM_AFTER_DEVICES {
+            // The previous set and this run's scratch are free now:
+            // megabytes for a large resource, which the allocator would keep.
+            wdp_policy::release_free_memory();
+        }
         if changed {
             tracing::info!(resource = %self.name, healthy, unhealthy, "device list changed");
         }
@@ -259,10 +264,16 @@ impl Resource {
 
     /// Refreshes on every hardware event, poll tick or request until
     /// `shutdown`; each refresh runs on a blocking thread.
+    ///
+    /// Polling never takes more than about 1/[`POLL_COST_FACTOR`] of a
+    /// core: when a refresh takes long (tens of thousands of devices), the
+    /// next poll waits that many times its duration if that is longer than
+    /// `poll-interval-ms`. Hardware events and requests still refresh at once.
     pub async fn refresh_loop(self: Arc<Self>, shutdown: CancellationToken) {
         let mut changes = self.hardware.as_ref().map(ChangeWatcher::subscribe);
         loop {
-            let interval = self.spec().config.poll_interval;
+            let last_cost = Duration::from_nanos(self.refresh_cost_nanos.load(Ordering::Relaxed));
+            let interval = poll_wait(self.spec().config.poll_interval, last_cost);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
@@ -278,5 +289,34 @@ impl Resource {
                 tracing::error!(resource = %self.name, %error, "refresh panicked; the last device list keeps serving");
             }
         }
+    }
+}
+
+/// From this many advertised devices on, a refresh hands the memory it
+/// freed back to the kernel ([`wdp_policy::release_free_memory`], about a
+/// millisecond).
+pub const TRIM_AFTER_DEVICES: usize = 1024;
+
+/// How many times a refresh's duration the next poll waits at least.
+pub const POLL_COST_FACTOR: u32 = 100;
+
+/// The wait before the next poll: `interval`, or [`POLL_COST_FACTOR`]
+/// times the last refresh's duration when that is longer.
+fn poll_wait(interval: Duration, last_cost: Duration) -> Duration {
+    interval.max(last_cost.saturating_mul(POLL_COST_FACTOR))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_refreshes_poll_less_often() {
+        let interval = Duration::from_secs(2);
+        assert_eq!(poll_wait(interval, Duration::from_millis(3)), interval);
+        assert_eq!(
+            poll_wait(interval, Duration::from_millis(150)),
+            Duration::from_secs(15)
+        );
     }
 }

@@ -82,6 +82,22 @@ impl ResourceSpec {
         Some((self.config.hook(hook)?, self.guests.get(&hook)?))
     }
 
+    /// Whether `config` describes this very spec: the same configuration
+    /// and, for every hook, a guest file whose content is the build this
+    /// spec loaded. A reload keeps such a resource as it is, without
+    /// loading or smoke-testing its guests again. A guest file that cannot
+    /// be read counts as changed (the full load then says why).
+    pub fn unchanged_for(&self, config: &ResourceConfig) -> bool {
+        self.config == *config
+            && config.hooks.len() == self.guests.len()
+            && config.hooks.iter().all(|binding| {
+                self.guests.get(&binding.hook).is_some_and(|guest| {
+                    wdp_policy::guest_file_hash(&binding.guest)
+                        .is_ok_and(|hash| hash == guest.content_hash())
+                })
+            })
+    }
+
     /// Whether `other` has the same configuration and the same guest
     /// builds (by content hash).
     pub fn same_as(&self, other: &ResourceSpec) -> bool {

@@ -72,6 +72,9 @@ pub struct Host {
     /// Last reload error, for `/readyz` and logs; `None` when the latest
     /// directory content is being served.
     pub(crate) last_error: watch::Sender<Option<String>>,
+    /// Content hashes of the guests the configuration before the current
+    /// one used: a reload keeps them compiled, so reverting is a cache hit.
+    pub(crate) previous_builds: std::sync::Mutex<std::collections::BTreeSet<String>>,
     watchers: std::sync::Mutex<Vec<notify::RecommendedWatcher>>,
 }
 
@@ -151,6 +154,7 @@ impl Host {
             running: Mutex::new(BTreeMap::new()),
             config: Mutex::new(config),
             last_error: watch::Sender::new(None),
+            previous_builds: std::sync::Mutex::default(),
             watchers: std::sync::Mutex::new(vec![config_watcher]),
         });
         host.watch_plugin_dir()?;

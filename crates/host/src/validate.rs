@@ -5,19 +5,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use prost::Message;
-use wdp_hardware::Candidate;
 use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
 use wdp_policy::types::{Device, Verdict};
 
 use crate::config::MAX_DEVICE_ID_LEN;
-use crate::device_set::{REPLICA_SEPARATOR, advertised_count};
+use crate::device_set::{CandidateLookup, REPLICA_SEPARATOR, advertised_count};
 use crate::limits::{KUBELET_MAX_MESSAGE_BYTES, MAX_DEVICES_PER_RESOURCE};
 
 /// Checks discovery's devices before anything is built from them: at most
 /// [`MAX_DEVICES_PER_RESOURCE`] IDs once replicas are expanded; IDs unique,
 /// non-empty, at most 63 characters with their replica suffix and made of
 /// kubelet-safe characters; candidates the resource selected.
-pub fn devices(devices: &[Device], candidates: &BTreeMap<String, Candidate>) -> Result<(), String> {
+pub fn devices(devices: &[Device], candidates: &impl CandidateLookup) -> Result<(), String> {
     let count = advertised_count(devices);
     if count > MAX_DEVICES_PER_RESOURCE {
         return Err(format!(
@@ -61,7 +60,7 @@ pub fn devices(devices: &[Device], candidates: &BTreeMap<String, Candidate>) -> 
         if let Some(unknown) = device
             .candidates
             .iter()
-            .find(|c| !candidates.contains_key(*c))
+            .find(|c| candidates.candidate(c).is_none())
         {
             return Err(format!(
                 "device {:?} names candidate {unknown:?}, which the resource did not select",

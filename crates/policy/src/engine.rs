@@ -16,6 +16,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use crate::error::{LoadError, PolicyError};
 use crate::guest::{Guest, Prepared};
 use crate::host::{self, CallState};
+use crate::precompiled::PrecompiledDir;
 use crate::regular_file::{RegularFileError, read_regular_file};
 use crate::{CallLimits, CallObserver};
 
@@ -38,9 +39,14 @@ pub struct EngineSettings {
     /// ([`CallLimits::memory_bytes`]) are clamped to it. It sizes the pooling
     /// allocator's memory slots. Default 256 MiB.
     pub max_memory_bytes: u64,
-    /// When set, compiled guests are also cached on disk in this directory
-    /// (wasmtime's cache, keyed by the engine's compilation settings and the
-    /// guest's bytes), so a restart does not recompile. Default `None`.
+    /// When set, compiled guests are also kept on disk in this directory
+    /// (one file per guest content hash and engine configuration, see
+    /// [`PolicyEngine::precompiled_path`]) and mapped from there on later
+    /// loads: a restart, or a host whose directory `check` filled, never
+    /// compiles those guests and holds their code in file-backed pages.
+    /// It is created if missing and made private (0700); one this
+    /// process's user does not own is not used (a warning says why).
+    /// Default `None`.
     pub precompiled_cache_dir: Option<PathBuf>,
     /// How many guest instances may be alive at once across all calls (the
     /// pooling allocator's size). A call beyond it fails with
@@ -115,6 +121,7 @@ pub(crate) struct Shared {
     pub(crate) observer: Option<Arc<dyn CallObserver>>,
     pub(crate) pooling: bool,
     pub(crate) warm_instances: bool,
+    precompiled: Option<PrecompiledDir>,
     _ticker: Ticker,
 }
 
@@ -127,6 +134,32 @@ impl Shared {
         u64::try_from(ticks)
             .unwrap_or(u64::MAX / 2)
             .saturating_add(1)
+    }
+
+    /// The guest `name` with content hash `hash` and bytes `bytes`,
+    /// compiled: mapped from the precompiled directory when it holds this
+    /// build, otherwise compiled (and written there).
+    pub(crate) fn compile(
+        &self,
+        name: &str,
+        hash: &str,
+        bytes: &[u8],
+    ) -> Result<Component, LoadError> {
+        if let Some(component) = self
+            .precompiled
+            .as_ref()
+            .and_then(|dir| dir.load(&self.engine, hash))
+        {
+            return Ok(component);
+        }
+        let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile {
+            guest: name.to_string(),
+            detail: format!("{e:#}"),
+        })?;
+        if let Some(dir) = &self.precompiled {
+            dir.store(&component, hash);
+        }
+        Ok(component)
     }
 }
 
@@ -307,19 +340,6 @@ fn engine_config(settings: &EngineSettings, pooling: bool) -> Result<Config, Pol
     } else {
         config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
     }
-    if let Some(dir) = &settings.precompiled_cache_dir {
-        std::fs::create_dir_all(dir).map_err(|e| PolicyError::Cache {
-            dir: dir.clone(),
-            detail: e.to_string(),
-        })?;
-        let mut cache_config = wasmtime::CacheConfig::new();
-        cache_config.with_directory(dir);
-        let cache = wasmtime::Cache::new(cache_config).map_err(|e| PolicyError::Cache {
-            dir: dir.clone(),
-            detail: format!("{e:#}"),
-        })?;
-        config.cache(Some(cache));
-    }
     Ok(config)
 }
 
@@ -345,6 +365,15 @@ impl PolicyEngine {
             Engine::new(&engine_config(&settings, false)?)
                 .map_err(|e| PolicyError::Engine(format!("{e:#}")))?
         };
+        // An unusable directory costs speed and memory, not correctness:
+        // guests are then compiled in this process, as without one.
+        let precompiled = settings.precompiled_cache_dir.as_ref().and_then(|dir| {
+            PrecompiledDir::new(dir.clone(), &engine)
+                .inspect_err(|error| {
+                    tracing::warn!(dir = %dir.display(), %error, "not using the precompiled-guest directory; guests are compiled in this process");
+                })
+                .ok()
+        });
         let linker =
             host::linker(&engine).map_err(|e| PolicyError::Engine(format!("linker: {e:#}")))?;
         let ticker = Ticker::start(
@@ -366,10 +395,18 @@ impl PolicyEngine {
                 observer: settings.observer,
                 pooling,
                 warm_instances: settings.warm_instances,
+                precompiled,
                 _ticker: ticker,
             }),
             cache: Mutex::new(CompiledCache::new(settings.unused_cache_bytes)),
         })
+    }
+
+    /// Where the compiled build of a guest with `bytes` is kept on disk
+    /// ([`EngineSettings::precompiled_cache_dir`]); `None` without one.
+    pub fn precompiled_path(&self, bytes: &[u8]) -> Option<PathBuf> {
+        let dir = self.shared.precompiled.as_ref()?;
+        Some(dir.path(&content_hash(bytes)))
     }
 
     /// Whether the pooling allocator is in use (false after a fallback).
@@ -466,6 +503,14 @@ fn read_guest_file(path: &Path) -> Result<Vec<u8>, LoadError> {
             limit,
         },
     })
+}
+
+/// The content hash a guest file would load under ([`Guest::content_hash`]),
+/// read with the same rules as [`PolicyEngine::load_file`] but without
+/// compiling or checking anything: how a reload tells an untouched guest
+/// from a new build without loading it again.
+pub fn guest_file_hash(path: &Path) -> Result<String, LoadError> {
+    read_guest_file(path).map(|bytes| content_hash(&bytes))
 }
 
 /// Lower-case hex SHA-256 of `bytes`.

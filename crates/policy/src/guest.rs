@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::component::{
-    Component, ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
+    ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
 };
 use wasmtime::{Store, Trap};
 
@@ -55,10 +55,7 @@ impl Prepared {
         hash: &str,
         bytes: &[u8],
     ) -> Result<Self, LoadError> {
-        let component = Component::new(&shared.engine, bytes).map_err(|e| LoadError::Compile {
-            guest: name.to_string(),
-            detail: format!("{e:#}"),
-        })?;
+        let component = shared.compile(name, hash, bytes)?;
 
         // Exports: only hooks of a compatible version, each once, at least one.
         let mut names: [Option<String>; 5] = Default::default();

@@ -41,7 +41,9 @@ mod guest;
 mod hook;
 mod host;
 mod indexed;
+mod precompiled;
 mod regular_file;
+mod trim;
 pub mod types;
 mod warm;
 
@@ -50,12 +52,14 @@ use std::time::Duration;
 
 pub use engine::{
     CacheStats, DEFAULT_UNUSED_CACHE_BYTES, EngineSettings, MAX_GUEST_FILE_BYTES, PolicyEngine,
+    guest_file_hash,
 };
 pub use error::{CallError, CallErrorKind, LoadError, PolicyError};
 pub use guest::Guest;
 pub use hook::{Hook, UnknownHook};
 pub use indexed::PreferredAnswer;
 pub use regular_file::{RegularFileError, read_regular_file};
+pub use trim::release_free_memory;
 pub use types::{
     Candidate, CandidateKind, ContainerResponse, Device, DeviceFacts, DeviceNode, DeviceRef,
     DeviceSpec, Mount, NodeType, PreferredRequest, Verdict,

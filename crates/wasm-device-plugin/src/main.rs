@@ -7,6 +7,7 @@
 mod demo;
 mod exercise;
 mod http;
+mod precompile;
 mod registration;
 
 use std::net::SocketAddr;
@@ -68,6 +69,10 @@ enum Command {
     /// device nodes, NUMA topology) into a snapshot tree, usable later as
     /// --host-root for `test`, `check`, `demo` or a bug report.
     Record(RecordArgs),
+    /// Compile every guest of a config directory into the directory its
+    /// host.toml names as precompiled-cache-dir, so that `run` maps them
+    /// instead of compiling (`run` does this itself in a child process).
+    Precompile(precompile::PrecompileArgs),
     /// Run the host on a config directory against an in-process simulated
     /// kubelet, print what registered and advertised, admit a sample
     /// container per resource, and keep running until interrupted.
@@ -211,6 +216,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run(args).await,
             Command::Check(args) => offline(move || check(args)).await,
+            Command::Precompile(args) => offline(move || precompile::run(args)).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Test(args) => exercise::run(args).await,
             Command::Record(args) => offline(move || record(args)).await,
@@ -241,6 +247,7 @@ pub(crate) async fn offline<T: Send + 'static>(
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    precompile::in_child(&args.config_dir).await;
     let metrics = Metrics::new();
     let options = HostOptions {
         config_dir: args.config_dir,

@@ -247,7 +247,7 @@ fn default_poll_ms() -> u64 {
     5_000
 }
 fn default_debounce_ms() -> u64 {
-    100
+    10
 }
 fn default_timeout_ms() -> u64 {
     1_000

@@ -1,0 +1,111 @@
+//! 65,000 devices in one resource, on the real binary against the
+//! simulated kubelet: `cargo bench -p wasm-device-plugin --bench scale`.
+//!
+//! Prints, beside the same figures for an 8-device resource of the same
+//! shape: `check` wall time, start → registered with the first
+//! `ListAndWatch` list at the kubelet, CPU used while idle (no event) over
+//! `WDP_BENCH_IDLE_S` seconds (default 10, read from `/proc/PID/stat`),
+//! and RSS, whose difference gives the bytes per device.
+//! `WDP_BENCH_DEVICES` changes the large count.
+//!
+//! Goals: check < 1 s, registration < 2 s, idle CPU < 2 % of a core,
+//! < 1 KB of RSS per device.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{Layout, idle_cpu_share, ms, status_kib};
+use wdp_kubelet_sim::SimKubelet;
+
+const RESOURCE: &str = "bench.example.com/many";
+
+struct Figures {
+    devices: usize,
+    check: Duration,
+    register: Duration,
+    idle_cpu: f64,
+    rss_kib: u64,
+}
+
+async fn measure(devices: usize, idle: Duration) -> Figures {
+    let layout = Layout::new();
+    let dev = layout.root.join("dev/many");
+    std::fs::create_dir_all(&dev).unwrap();
+    for i in 0..devices {
+        std::fs::write(dev.join(format!("d{i}")), b"").unwrap();
+    }
+    std::fs::write(
+        layout.config.join("many.toml"),
+        format!("version = 1\nresource = \"{RESOURCE}\"\n[[nodes]]\npath = \"/dev/many/d*\"\n"),
+    )
+    .unwrap();
+
+    let started = Instant::now();
+    let status = std::process::Command::new(support::binary())
+        .args(["check", "--config-dir"])
+        .arg(&layout.config)
+        .arg("--host-root")
+        .arg(&layout.root)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    let check = started.elapsed();
+    assert!(status.success(), "check failed");
+
+    let kubelet = SimKubelet::start(&layout.plugins).await.unwrap();
+    let started = Instant::now();
+    let mut child = layout.run(&[]);
+    let pid = child.id().unwrap();
+    let record = kubelet
+        .wait_registered(RESOURCE, 1, Duration::from_secs(120))
+        .await
+        .unwrap();
+    let register = started.elapsed();
+    assert_eq!(record.devices.len(), devices);
+    // Let start-up work (the first refresh, watches) settle, then watch.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_cpu = idle_cpu_share(pid, idle).await;
+    let rss_kib = status_kib(pid, "VmRSS");
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    Figures {
+        devices,
+        check,
+        register,
+        idle_cpu,
+        rss_kib,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let large: usize = std::env::var("WDP_BENCH_DEVICES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(65_000);
+    let idle = Duration::from_secs(
+        std::env::var("WDP_BENCH_IDLE_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10),
+    );
+    let small = measure(8, idle).await;
+    let big = measure(large, idle).await;
+    println!("wasm-device-plugin at scale (one resource, nodes selector, idle window {idle:?})");
+    for f in [&small, &big] {
+        println!(
+            "  {:>6} devices: check {:>8.1} ms  registered {:>8.1} ms  idle CPU {:>5.2} % of a core  RSS {:>6.1} MiB",
+            f.devices,
+            ms(f.check),
+            ms(f.register),
+            f.idle_cpu * 100.0,
+            f.rss_kib as f64 / 1024.0
+        );
+    }
+    let per_device = (big.rss_kib.saturating_sub(small.rss_kib) as f64 * 1024.0)
+        / (big.devices - small.devices) as f64;
+    println!(
+        "  RSS per device: {per_device:.0} bytes (goals: check < 1 s, registered < 2 s, idle CPU < 2 %, < 1024 bytes a device)"
+    );
+}

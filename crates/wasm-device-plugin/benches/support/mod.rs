@@ -1,0 +1,148 @@
+//! Shared by the benches that run the real binary: the shipped
+//! configuration laid out in a temporary folder with a fixture host root,
+//! the binary to run, and readings of a child process's `/proc` files.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The resources of the shipped `config/` directory.
+pub const SHIPPED_RESOURCES: [&str; 4] = [
+    "wasm-device-plugin.io/fuse",
+    "wasm-device-plugin.io/kvm",
+    "wasm-device-plugin.io/loop",
+    "wasm-device-plugin.io/tun",
+];
+
+/// The folders one bench host uses.
+pub struct Layout {
+    /// Keeps the folders alive.
+    pub tmp: tempfile::TempDir,
+    /// The fixture host root (`--host-root`).
+    pub root: PathBuf,
+    /// The config directory.
+    pub config: PathBuf,
+    /// The device-plugin folder.
+    pub plugins: PathBuf,
+}
+
+impl Layout {
+    /// Empty folders.
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, config, plugins) = (
+            tmp.path().join("root"),
+            tmp.path().join("config"),
+            tmp.path().join("plugins"),
+        );
+        for d in [&root.join("dev/net"), &config.join("guests"), &plugins] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self {
+            tmp,
+            root,
+            config,
+            plugins,
+        }
+    }
+
+    /// The repository's shipped `config/` (its `*.toml` files) with the
+    /// example guests it names (built by the guest-artifacts crate), and a
+    /// host root with the nodes they select: `/dev/fuse`, `/dev/kvm`,
+    /// `/dev/net/tun` and eight loop devices.
+    pub fn shipped() -> Self {
+        let layout = Self::new();
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
+        for entry in std::fs::read_dir(&shipped).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                std::fs::copy(&path, layout.config.join(path.file_name().unwrap())).unwrap();
+            }
+        }
+        for (name, built) in [
+            ("presence-health.wasm", wdp_guest_artifacts::PRESENCE_HEALTH),
+            ("numa-packing.wasm", wdp_guest_artifacts::NUMA_PACKING),
+            ("allocate-shaper.wasm", wdp_guest_artifacts::ALLOCATE_SHAPER),
+            ("pre-start-check.wasm", wdp_guest_artifacts::PRE_START_CHECK),
+        ] {
+            std::fs::copy(built, layout.config.join("guests").join(name)).unwrap();
+        }
+        let mut nodes = vec![
+            "dev/fuse".to_owned(),
+            "dev/kvm".into(),
+            "dev/net/tun".into(),
+        ];
+        nodes.extend((0..8).map(|i| format!("dev/loop{i}")));
+        for node in nodes {
+            std::fs::write(layout.root.join(node), b"").unwrap();
+        }
+        layout
+    }
+
+    /// `run` on this layout, logging only errors (plus `extra` arguments).
+    pub fn run(&self, extra: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new(binary())
+            .args(["run", "--registration", "kubelet", "--config-dir"])
+            .arg(&self.config)
+            .arg("--device-plugin-dir")
+            .arg(&self.plugins)
+            .arg("--host-root")
+            .arg(&self.root)
+            .arg("--cdi-dir")
+            .arg(self.tmp.path().join("cdi"))
+            .args(extra)
+            .env("RUST_LOG", "error")
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// The binary measured: `WDP_BENCH_BINARY` or the one cargo built.
+pub fn binary() -> String {
+    std::env::var("WDP_BENCH_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasm-device-plugin").to_owned())
+}
+
+/// `p` (0..=1) of `samples`, sorting them.
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Milliseconds, for printing.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A `/proc/PID/status` field in KiB (`VmRSS`, `VmHWM`, `RssAnon`, ...).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU time (user + system) the process has used so far.
+pub fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at state.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // USER_HZ is 100 on every Linux the project targets.
+    Duration::from_millis(ticks * 10)
+}
+
+/// Share of one core the process used over `window`.
+pub async fn idle_cpu_share(pid: u32, window: Duration) -> f64 {
+    let before = cpu_time(pid);
+    tokio::time::sleep(window).await;
+    let used = cpu_time(pid).saturating_sub(before);
+    used.as_secs_f64() / window.as_secs_f64()
+}
