@@ -120,6 +120,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
                     dirty = true;
                     task.status.send_modify(|status| {
                         status.error = Some(summary.clone());
+                        status.failed_passes += 1;
                         status.taints_dropped = memory.taints_dropped;
                     });
                     last_error = Some(summary);
