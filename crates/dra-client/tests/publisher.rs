@@ -94,6 +94,16 @@ async fn a_change_bumps_the_generation_of_every_slice() {
     assert_eq!(slices.len(), 1);
     assert!(complete_pool_at(&slices, 3), "{slices:#?}");
     assert_eq!(device_names(&slices), gpu_names(5));
+
+    // No devices: one empty slice keeps the pool visible at its new generation.
+    publisher.publish(Vec::new());
+    status_where(&mut status, "generation 4", |s| {
+        s.published.as_ref().is_some_and(|p| p.generation == 4)
+    })
+    .await;
+    let slices = cluster.our_slices();
+    assert!(complete_pool_at(&slices, 4), "{slices:#?}");
+    assert!(device_names(&slices).is_empty());
     publisher.stop().await;
 }
 

@@ -124,3 +124,28 @@ async fn a_wipe_during_an_outage_is_repaired_once_the_server_is_back() {
     .await;
     publisher.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_back_off_instead_of_hammering_the_server() {
+    let cluster = Cluster::start().await;
+    cluster.server.set_refusing(true);
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    let started = std::time::Instant::now();
+    let requests_before = cluster.server.stats().requests_total;
+    publisher.publish(gpus(1));
+
+    // Five failures are four waits: 100 + 200 + 400 + 800 ms at least.
+    status_where(&mut status, "five failed passes", |s| s.failed_passes >= 5).await;
+    let elapsed = started.elapsed();
+    let requests = cluster.server.stats().requests_total - requests_before;
+    eprintln!("5 failed passes took {elapsed:?} and {requests} requests (watch retries included)");
+    assert!(
+        elapsed >= std::time::Duration::from_millis(1500),
+        "{elapsed:?}"
+    );
+    assert!(requests < 30, "{requests} requests in {elapsed:?}");
+    cluster.server.set_refusing(false);
+    status_where(&mut status, "recovery", |s| s.published.is_some()).await;
+    publisher.stop().await;
+}

@@ -2,7 +2,7 @@
 //!
 //! [`FakeApiServer`] listens on plain HTTP on `127.0.0.1` and serves what a DRA driver built on
 //! kube-rs uses: `resource.k8s.io/v1` ResourceSlices (get, list, watch, create, replace, merge
-//! patch, delete, delete-collection with field and label selectors), ResourceClaims (get, list,
+//! and JSON patch, delete, delete-collection with field and label selectors), ResourceClaims (get, list,
 //! watch) and core/v1 Nodes (get, list, watch), plus `/version`. It keeps the API server's rules
 //! that a client can trip over: one global resourceVersion, 409 on stale versions and existing
 //! names, 404/410 `Status` answers, server-owned metadata, and the 1.34+ ResourceSlice validation
@@ -22,6 +22,7 @@
 mod identity;
 mod kinds;
 mod listener;
+mod patch;
 mod routes;
 mod selectors;
 mod stats;

@@ -186,6 +186,15 @@ impl ApiError {
         Self::plain(StatusCode::BAD_REQUEST, "BadRequest", message)
     }
 
+    /// 422 `UnprocessableEntity` without field causes (e.g. a JSON patch that does not apply).
+    pub(crate) fn unprocessable(message: impl Into<String>) -> Self {
+        Self::plain(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "UnprocessableEntity",
+            message,
+        )
+    }
+
     /// 405 `MethodNotAllowed`.
     pub(crate) fn method_not_allowed(method: &str) -> Self {
         Self::plain(

@@ -1,8 +1,8 @@
-//! ResourceSlice writes over HTTP: create (POST), replace (PUT), JSON merge patch (PATCH),
-//! delete and delete-collection, each counted in [`crate::Stats`] when accepted or rejected.
+//! ResourceSlice writes over HTTP: create (POST), replace (PUT), patch (PATCH), delete and
+//! delete-collection, each counted in [`crate::Stats`] when accepted or rejected.
 //!
-//! PATCH accepts `application/merge-patch+json` (RFC 7386); JSON patch, strategic merge patch
-//! and server-side apply answer 415 Unsupported Media Type.
+//! PATCH accepts `application/merge-patch+json` (RFC 7386) and `application/json-patch+json`
+//! (RFC 6902); strategic merge patch and server-side apply answer 415 Unsupported Media Type.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::Value;
 
+use crate::patch::{json_patch, merge_patch};
 use crate::routes::{AppState, filter_from, json_response, list_body, query_map};
 use crate::stats::RejectedWrite;
 use crate::status::ApiError;
@@ -161,18 +162,30 @@ fn patch(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if !content_type.starts_with("application/merge-patch+json") {
+    let is_merge = content_type.starts_with("application/merge-patch+json");
+    if !is_merge && !content_type.starts_with("application/json-patch+json") {
         return Err(ApiError::unsupported_media_type(content_type));
     }
     let patch: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
-    let pins_version = patch.pointer("/metadata/resourceVersion").is_some();
+    // A patch that names the resourceVersion is checked against it instead of being retried.
+    let pins_version = if is_merge {
+        patch.pointer("/metadata/resourceVersion").is_some()
+    } else {
+        patch.to_string().contains("/metadata/resourceVersion")
+    };
     let mut attempt = 0;
     loop {
         attempt += 1;
         let current = state.store.get::<ResourceSlice>("", name)?;
         let mut merged = to_value(&current)?;
-        merge_patch(&mut merged, &patch);
+        if is_merge {
+            merge_patch(&mut merged, &patch);
+        } else {
+            json_patch(&mut merged, &patch).map_err(|why| {
+                ApiError::unprocessable(format!("the JSON patch could not be applied: {why}"))
+            })?;
+        }
         let patched: ResourceSlice = serde_json::from_value(merged).map_err(|e| {
             ApiError::bad_request(format!(
                 "the patched object is not a valid ResourceSlice: {e}"
@@ -184,30 +197,6 @@ fn patch(
             Err(error)
                 if error.reason == "Conflict" && !pins_version && attempt < PATCH_ATTEMPTS => {}
             Err(error) => return Err(error),
-        }
-    }
-}
-
-/// RFC 7386: objects merge key by key, `null` removes, anything else replaces.
-fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch_fields) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(serde_json::Map::new());
-    }
-    let Value::Object(target_fields) = target else {
-        return;
-    };
-    for (key, value) in patch_fields {
-        if value.is_null() {
-            target_fields.remove(key);
-        } else {
-            merge_patch(
-                target_fields.entry(key.clone()).or_insert(Value::Null),
-                value,
-            );
         }
     }
 }
@@ -257,23 +246,4 @@ pub(crate) async fn delete_slice_collection(
         (StatusCode::OK, list_body(&deleted, version))
     });
     finish(&state, Verb::DeleteCollection, "", outcome)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn merge_patch_follows_rfc_7386() {
-        let mut target = json!({"a": "b", "c": {"d": "e", "f": "g"}, "list": [1, 2]});
-        merge_patch(
-            &mut target,
-            &json!({"a": "z", "c": {"f": null}, "list": [3], "new": {"x": 1}}),
-        );
-        assert_eq!(
-            target,
-            json!({"a": "z", "c": {"d": "e"}, "list": [3], "new": {"x": 1}})
-        );
-    }
 }

@@ -87,7 +87,7 @@ async fn nodes_and_version() {
 }
 
 #[tokio::test]
-async fn merge_patch_edits_and_apply_is_unsupported() {
+async fn merge_and_json_patches_edit_and_apply_is_unsupported() {
     let h = start().await;
     let api: Api<ResourceSlice> = Api::all(h.client.clone());
     api.create(
@@ -112,11 +112,34 @@ async fn merge_patch_edits_and_apply_is_unsupported() {
     );
     assert_eq!(status.code, 422);
 
+    // kube's Patch::Json needs its `jsonpatch` feature; send the RFC 6902 body by hand.
+    let json_patch = |ops: serde_json::Value| {
+        axum::http::Request::patch("/apis/resource.k8s.io/v1/resourceslices/a")
+            .header("content-type", "application/json-patch+json")
+            .body(ops.to_string().into_bytes())
+            .unwrap()
+    };
+    let patched: ResourceSlice = h
+        .client
+        .request(json_patch(serde_json::json!([
+            {"op": "test", "path": "/spec/pool/generation", "value": 7},
+            {"op": "replace", "path": "/spec/pool/generation", "value": 8},
+        ])))
+        .await
+        .unwrap();
+    assert_eq!(patched.spec.pool.generation, 8);
+    let failing = json_patch(
+        serde_json::json!([{"op": "test", "path": "/spec/pool/generation", "value": 7}]),
+    );
+    let status = api_error(h.client.request::<ResourceSlice>(failing).await);
+    assert_eq!(status.code, 422, "{}", status.message);
+    assert!(status.message.contains("test failed"), "{}", status.message);
+
     let apply = PatchParams::apply("test");
     let status = api_error(api.patch("a", &apply, &Patch::Apply(&patch)).await);
     assert_eq!(
         (status.code, status.reason.as_str()),
         (415, "UnsupportedMediaType")
     );
-    assert_eq!(h.server.stats().slice_updates, 1);
+    assert_eq!(h.server.stats().slice_updates, 2);
 }

@@ -190,3 +190,35 @@ async fn resuming_from_a_compacted_version_is_expired() {
         other => panic!("expected a 410 ERROR event, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn relabelling_out_of_a_label_selected_watch_is_a_delete() {
+    let h = start().await;
+    let api: Api<ResourceSlice> = Api::all(h.client.clone());
+    let mut labelled = slice("a", "n1", "d.example.com", &["x"]);
+    labelled.metadata.labels = Some([("tier".to_string(), "gold".to_string())].into());
+    let created = api.create(&PostParams::default(), &labelled).await.unwrap();
+
+    let config = watcher::Config::default().labels("tier=gold");
+    let mut events = watcher::watcher(api.clone(), config).boxed();
+    assert_eq!(
+        next_change(&mut events).await,
+        ("init-apply", "a".to_string())
+    );
+    until_init_done(&mut events).await;
+
+    let mut relabelled = created.clone();
+    relabelled.metadata.labels = Some([("tier".to_string(), "iron".to_string())].into());
+    let relabelled = api
+        .replace("a", &PostParams::default(), &relabelled)
+        .await
+        .unwrap();
+    assert_eq!(next_change(&mut events).await, ("delete", "a".to_string()));
+
+    let mut back = relabelled;
+    back.metadata.labels = Some([("tier".to_string(), "gold".to_string())].into());
+    api.replace("a", &PostParams::default(), &back)
+        .await
+        .unwrap();
+    assert_eq!(next_change(&mut events).await, ("apply", "a".to_string()));
+}

@@ -34,7 +34,7 @@ pub(crate) use registration::is_extended_resource_name;
 use registration::serve;
 use registry_watch::remove_sockets;
 
-pub use dra::{DraDriverRecord, DraSimOptions, DraSimState, SimDraKubelet};
+pub use dra::{ClaimRef, DraDriverRecord, DraSimOptions, DraSimState, SimDraKubelet};
 pub use plugin_watcher::{SimPluginWatcher, WatchedPlugin, WatcherState};
 
 use std::collections::{BTreeMap, BTreeSet};

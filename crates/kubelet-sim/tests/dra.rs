@@ -208,6 +208,52 @@ async fn prepare_and_unprepare_round_trip_over_v1() {
     assert_eq!(unprepared.service, "v1.DRAPlugin");
     assert_eq!(unprepared.claims["uid-a"], Ok(()));
     assert!(driver.prepared().is_empty());
+    // Both calls carry the kubelet's 45 s deadline.
+    let deadlines: Vec<Duration> = driver.deadlines().iter().map(|d| grpc_timeout(d)).collect();
+    assert_eq!(deadlines, [Duration::from_secs(45); 2]);
+}
+
+/// A `grpc-timeout` header value (digits and a unit letter) as a duration.
+fn grpc_timeout(value: &str) -> Duration {
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let n: u64 = digits
+        .parse()
+        .unwrap_or_else(|_| panic!("grpc-timeout {value:?}"));
+    match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => panic!("grpc-timeout {value:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_driver_that_never_answers_runs_into_the_deadline() {
+    let mut spec = DriverSpec::new("gpu.example.com", ALL);
+    spec.hang_prepare = true;
+    let driver = TestDriver::start(spec).await;
+    let options = DraSimOptions {
+        call_timeout: Duration::from_millis(200),
+        ..DraSimOptions::default()
+    };
+    let kubelet = SimDraKubelet::start(driver.registry(), options)
+        .await
+        .unwrap();
+    kubelet
+        .wait_registered("gpu.example.com", WAIT)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let outcome = kubelet.prepare("gpu.example.com", &claims(&["a"])).await;
+    assert!(
+        matches!(&outcome, Err(SimError::Timeout(limit, _)) if *limit == Duration::from_millis(200)),
+        "{outcome:?}"
+    );
+    assert!(started.elapsed() < WAIT);
+    assert_eq!(driver.deadlines().len(), 1);
 }
 
 #[tokio::test]

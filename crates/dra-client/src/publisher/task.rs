@@ -6,7 +6,8 @@
 //! have happened), and when a failed pass's backoff expires. Failures wait
 //! 100 ms, doubling up to 30 s, reset by a success; nothing runs a pass
 //! early during a backoff, so a broken server is never hammered. Errors are
-//! logged at WARN once per change of the message, recovery at INFO.
+//! logged at WARN once per change of error state (what failed and the HTTP
+//! status), recovery at INFO.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -113,20 +114,27 @@ pub(crate) async fn run(mut task: PublisherTask) {
                 }
                 Err(error) => {
                     let summary = error.summary();
-                    if last_error.as_ref() != Some(&summary) {
+                    // The server's message may name a generated slice name that
+                    // changes on every retry; what was done and the status code do not.
+                    let error_state = match error.http_status() {
+                        Some(code) => format!("{error}: {code}"),
+                        None => summary.clone(),
+                    };
+                    if last_error.as_ref() != Some(&error_state) {
                         tracing::warn!(%driver, %node, error = %summary, "publishing ResourceSlices failed; retrying with backoff");
                     }
                     backoff.failed();
                     dirty = true;
                     task.status.send_modify(|status| {
                         status.error = Some(summary.clone());
+                        status.failed_passes += 1;
                         status.taints_dropped = memory.taints_dropped;
                     });
-                    last_error = Some(summary);
+                    last_error = Some(error_state);
                 }
             }
             if memory.taints_dropped && !was_dropping_taints {
-                tracing::warn!(%driver, %node, "the API server dropped the device taints written: the DRADeviceTaints feature seems off on this cluster (it is on by default from 1.37), so unhealthy devices stay schedulable");
+                tracing::warn!(%driver, %node, "the API server dropped the device taints written: the DRADeviceTaints feature seems off on this cluster (as it is before Kubernetes 1.37), so unhealthy devices stay schedulable");
             }
             continue;
         }

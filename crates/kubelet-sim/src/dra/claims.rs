@@ -87,14 +87,20 @@ fn unsupported(service: &str) -> SimError {
 }
 
 /// Runs one call under the kubelet's deadline: sent as `grpc-timeout`, and
-/// the call abandoned when it passes, as a cancelled Go context does.
+/// the call abandoned when it passes, as a cancelled Go context does
+/// ([`SimError::Timeout`]).
 async fn with_deadline<T>(
     rpc: &'static str,
     driver_call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     limit: Duration,
 ) -> Result<T, SimError> {
+    let started = Instant::now();
+    let timed_out = || SimError::Timeout(limit, format!("{rpc} to answer"));
     match tokio::time::timeout(limit, driver_call).await {
-        Err(_) => Err(SimError::Timeout(limit, format!("{rpc} to answer"))),
+        Err(_) => Err(timed_out()),
+        // tonic ends a call whose grpc-timeout passed with `Cancelled`;
+        // either way the deadline is what ended it.
+        Ok(Err(_)) if started.elapsed() >= limit => Err(timed_out()),
         Ok(Err(status)) => Err(rpc_error(rpc, status)),
         Ok(Ok(response)) => Ok(response.into_inner()),
     }

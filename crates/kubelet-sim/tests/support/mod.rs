@@ -41,6 +41,8 @@ pub struct DriverSpec {
     pub health_unimplemented: bool,
     /// Claim UIDs left out of `NodePrepareResources` answers.
     pub omit_claims: Vec<String>,
+    /// Never answer `NodePrepareResources` (v1).
+    pub hang_prepare: bool,
 }
 
 impl DriverSpec {
@@ -50,6 +52,7 @@ impl DriverSpec {
             supported_versions: supported_versions.iter().map(|s| (*s).to_owned()).collect(),
             health_unimplemented: false,
             omit_claims: Vec::new(),
+            hang_prepare: false,
         }
     }
 }
@@ -61,6 +64,8 @@ struct Seen {
     calls: Vec<String>,
     /// Claim UIDs prepared and not yet unprepared.
     prepared: BTreeSet<String>,
+    /// The `grpc-timeout` of every prepare/unprepare call, as sent.
+    deadlines: Vec<String>,
 }
 
 /// A running test driver and the folders it lives in.
@@ -144,6 +149,10 @@ impl TestDriver {
         self.seen.lock().unwrap().prepared.clone()
     }
 
+    pub fn deadlines(&self) -> Vec<String> {
+        self.seen.lock().unwrap().deadlines.clone()
+    }
+
     fn serve_endpoint(&self, path: &Path) {
         let listener = UnixListener::bind(path).unwrap();
         let service = DriverService {
@@ -190,6 +199,16 @@ type Asked = Vec<(String, String)>;
 impl DriverService {
     fn note(&self, call: &str) {
         self.seen.lock().unwrap().calls.push(call.to_owned());
+    }
+
+    fn note_deadline<T>(&self, request: &Request<T>) {
+        let deadline = request
+            .metadata()
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none")
+            .to_owned();
+        self.seen.lock().unwrap().deadlines.push(deadline);
     }
 
     /// UIDs to answer for, after the ones the spec leaves out.
@@ -244,6 +263,11 @@ impl v1::dra_plugin_server::DraPlugin for DriverService {
         &self,
         request: Request<v1::NodePrepareResourcesRequest>,
     ) -> Result<Response<v1::NodePrepareResourcesResponse>, Status> {
+        self.note_deadline(&request);
+        if self.spec.hang_prepare {
+            self.note("v1 NodePrepareResources (hanging)");
+            std::future::pending::<()>().await;
+        }
         let asked = request
             .into_inner()
             .claims
@@ -275,6 +299,7 @@ impl v1::dra_plugin_server::DraPlugin for DriverService {
         &self,
         request: Request<v1::NodeUnprepareResourcesRequest>,
     ) -> Result<Response<v1::NodeUnprepareResourcesResponse>, Status> {
+        self.note_deadline(&request);
         let asked = request
             .into_inner()
             .claims
@@ -296,6 +321,7 @@ impl v1beta1::dra_plugin_server::DraPlugin for DriverService {
         &self,
         request: Request<v1beta1::NodePrepareResourcesRequest>,
     ) -> Result<Response<v1beta1::NodePrepareResourcesResponse>, Status> {
+        self.note_deadline(&request);
         let asked = request
             .into_inner()
             .claims

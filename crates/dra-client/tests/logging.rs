@@ -1,0 +1,97 @@
+//! What the publisher logs while failing: one WARN per change of error state,
+//! one INFO on recovery, one WARN when the server drops taints. A test binary
+//! of its own, because it installs the process-wide log subscriber.
+
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use wdp_dra_client::{AttributeValue, DraDevice};
+
+/// Collects every formatted log line.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn lines_with(&self, level: &str, text: &str) -> usize {
+        let bytes = self.0.lock().unwrap().clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|line| line.contains(level) && line.contains(text))
+            .count()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_warn_once_per_error_state_and_recovery_is_told() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+
+    let cluster = Cluster::start().await;
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+
+    // A rejected create: its message names a slice name the server generated
+    // anew for each retry, yet it is one error state, so one WARN.
+    let bad = DraDevice::new("gpu9").with_attribute("s", AttributeValue::String("s".repeat(65)));
+    publisher.publish(vec![bad]);
+    status_where(&mut status, "three rejected passes", |s| {
+        s.failed_passes >= 3
+    })
+    .await;
+    assert_eq!(
+        captured.lines_with("WARN", "publishing ResourceSlices failed"),
+        1
+    );
+    publisher.publish(gpus(1));
+    status_where(&mut status, "the fixed list published", |s| {
+        s.published.is_some()
+    })
+    .await;
+    assert_eq!(captured.lines_with("INFO", "works again"), 1);
+
+    // An outage is another error state: one more WARN, then one more INFO.
+    cluster.server.set_refusing(true);
+    publisher.publish(gpus(2));
+    let failed = status.borrow().failed_passes;
+    status_where(&mut status, "four failed passes", |s| {
+        s.failed_passes >= failed + 4
+    })
+    .await;
+    assert_eq!(
+        captured.lines_with("WARN", "publishing ResourceSlices failed"),
+        2
+    );
+    cluster.server.set_refusing(false);
+    status_where(&mut status, "recovery", |s| s.error.is_none()).await;
+    assert_eq!(captured.lines_with("INFO", "works again"), 2);
+
+    cluster.server.set_taints_dropped(true);
+    let mut tainted = gpus(1);
+    tainted[0] = tainted[0].clone().with_taint(unhealthy_taint());
+    publisher.publish(tainted.clone());
+    status_where(&mut status, "taints seen dropped", |s| s.taints_dropped).await;
+    publisher.publish(tainted);
+    let passes = status.borrow().passes;
+    status_where(&mut status, "another pass", |s| s.passes > passes).await;
+    assert_eq!(captured.lines_with("WARN", "DRADeviceTaints"), 1);
+    publisher.stop().await;
+}
