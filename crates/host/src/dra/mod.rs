@@ -8,3 +8,5 @@
 //! is the on-disk record of prepared claims; `prepare` and `unprepare` are
 //! the per-claim decisions; `service` is the `DRAPlugin` gRPC side (v1 and
 //! v1beta1); `driver` runs one driver (sockets, registration, publisher).
+
+pub mod checkpoint;
