@@ -4,9 +4,13 @@
 //!
 //! Map, one job per file: `devices` turns a device set into the DRA
 //! devices (names, attributes, health taints) a ResourceSlice carries;
+//! `publish` keeps the driver's slices following the device set;
 //! `health` serves the kubelet's `DRAResourceHealth` stream; `checkpoint`
 //! is the on-disk record of prepared claims; `prepare` and `unprepare` are
 //! the per-claim decisions; `service` is the `DRAPlugin` gRPC side (v1 and
 //! v1beta1); `driver` runs one driver (sockets, registration, publisher).
 
 pub mod checkpoint;
+pub mod devices;
+pub mod health;
+pub mod publish;
