@@ -11,7 +11,7 @@ use crate::error::ApiError;
 /// A client for the API server: from `kubeconfig` when given; otherwise the
 /// in-cluster service account; otherwise `KUBECONFIG` or `~/.kube/config`.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
-    let config = match kubeconfig {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kubeconfig_error = |source| ApiError::Kubeconfig {
                 path: path.to_owned(),
@@ -32,6 +32,11 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
                 })?,
         },
     };
+    // kube's built-in retry of 429/503/504 (15 tries, exponential up to
+    // minutes) would hold a publish pass or a prepare's claim read long
+    // after the kubelet's 45 s budget and hide an unavailable API server
+    // from the status; the publisher retries with its own backoff instead.
+    config.default_retry = false;
     Client::try_from(config).map_err(|source| ApiError::BuildClient { source })
 }
 

@@ -79,6 +79,9 @@ pub(crate) async fn run(mut task: PublisherTask) {
     let node = task.target.node_name.clone();
 
     loop {
+        // A publish that arrived while a pass ran or another event was being
+        // handled must not be marked seen without making the state dirty.
+        dirty |= task.desired.has_changed().unwrap_or(false);
         let desired = task.desired.borrow_and_update().clone();
         if let Some(devices) = desired.filter(|_| dirty && backoff.retry_at.is_none()) {
             dirty = false;
