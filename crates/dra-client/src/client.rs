@@ -10,6 +10,12 @@ use crate::error::ApiError;
 
 /// A client for the API server: from `kubeconfig` when given; otherwise the
 /// in-cluster service account; otherwise `KUBECONFIG` or `~/.kube/config`.
+///
+/// kube's built-in retry of 429/503/504 answers is turned off: its default
+/// goes on for minutes (15 retries, doubling from 5 ms), which would hide an
+/// outage from the publisher's status and overrun a DRA prepare call's 45 s.
+/// The publisher retries with its own backoff; callers of [`get_claim`]
+/// decide for themselves.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
     let mut config = match kubeconfig {
         Some(path) => {
@@ -32,10 +38,6 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
                 })?,
         },
     };
-    // kube's built-in retry of 429/503/504 (15 tries, exponential up to
-    // minutes) would hold a publish pass or a prepare's claim read long
-    // after the kubelet's 45 s budget and hide an unavailable API server
-    // from the status; the publisher retries with its own backoff instead.
     config.default_retry = false;
     Client::try_from(config).map_err(|source| ApiError::BuildClient { source })
 }
