@@ -10,3 +10,6 @@
 //! v1beta1); `driver` runs one driver (sockets, registration, publisher).
 
 pub mod checkpoint;
+pub mod claim_cdi;
+pub mod prepare;
+pub mod service;
