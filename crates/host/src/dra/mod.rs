@@ -11,5 +11,7 @@
 
 pub mod checkpoint;
 pub mod claim_cdi;
+pub mod driver;
+pub mod kube_api;
 pub mod prepare;
 pub mod service;
