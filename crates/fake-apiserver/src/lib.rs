@@ -1,1 +1,240 @@
-//! An in-process fake Kubernetes API server (skeleton; see the crate description).
+//! An in-process fake Kubernetes API server for the DRA mode's tests and demo.
+//!
+//! [`FakeApiServer`] listens on plain HTTP on `127.0.0.1` and serves what a DRA driver built on
+//! kube-rs uses: `resource.k8s.io/v1` ResourceSlices (get, list, watch, create, replace, merge
+//! patch, delete, delete-collection with field and label selectors), ResourceClaims (get, list,
+//! watch) and core/v1 Nodes (get, list, watch), plus `/version`. It keeps the API server's rules
+//! that a client can trip over: one global resourceVersion, 409 on stale versions and existing
+//! names, 404/410 `Status` answers, server-owned metadata, and the 1.34+ ResourceSlice validation
+//! with field paths in 422 `Invalid` answers. Tests drive the other side: they read the slices,
+//! wait for them to reach a state, put claims and nodes, wipe a node's slices as the kubelet
+//! does, and simulate outages (refusing, restart) and an older server that drops device taints.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! let server = wdp_fake_apiserver::FakeApiServer::start().await?;
+//! server.write_kubeconfig(std::path::Path::new("/tmp/kubeconfig"))?;
+//! // Point kube::Config::from_custom_kubeconfig at it, then watch server.slices().
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod identity;
+mod kinds;
+mod listener;
+mod routes;
+mod selectors;
+mod stats;
+mod status;
+mod store;
+mod validation;
+mod watch;
+mod writes;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use k8s_openapi::api::core::v1::Node;
+pub use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+pub use stats::{RejectedWrite, Stats};
+
+use listener::Generation;
+use store::{Filter, Store};
+
+/// `wait_for_slices` gave up: the predicate never held.
+#[derive(Debug, thiserror::Error)]
+#[error("the ResourceSlices did not reach the awaited state within {waited:?}; last seen: {} slices", last.len())]
+pub struct Timeout {
+    /// How long it waited.
+    pub waited: Duration,
+    /// The slices at the moment it gave up.
+    pub last: Vec<ResourceSlice>,
+}
+
+/// A fake Kubernetes API server running in this process; dropping it stops it.
+#[derive(Debug)]
+pub struct FakeApiServer {
+    store: Arc<Store>,
+    refusing: tokio::sync::watch::Sender<bool>,
+    /// `None` only while [`FakeApiServer::restart`] swaps generations.
+    generation: Option<Generation>,
+    address: SocketAddr,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+impl FakeApiServer {
+    /// Starts serving plain HTTP on `127.0.0.1` on a free port. Needs a Tokio runtime.
+    pub async fn start() -> std::io::Result<Self> {
+        let store = Arc::new(Store::new());
+        let refusing = tokio::sync::watch::channel(false).0;
+        let generation = Generation::start(
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            store.clone(),
+            refusing.subscribe(),
+        )
+        .await?;
+        let address = generation.address;
+        Ok(Self {
+            store,
+            refusing,
+            generation: Some(generation),
+            address,
+        })
+    }
+
+    /// The base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// Writes a kubeconfig whose only cluster is this server (no auth, one context, set current).
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        let kubeconfig = format!(
+            "apiVersion: v1\n\
+             kind: Config\n\
+             clusters:\n\
+             - name: wdp-fake\n  \
+               cluster:\n    \
+                 server: {url}\n\
+             users:\n\
+             - name: wdp-fake\n  \
+               user: {{}}\n\
+             contexts:\n\
+             - name: wdp-fake\n  \
+               context:\n    \
+                 cluster: wdp-fake\n    \
+                 user: wdp-fake\n\
+             current-context: wdp-fake\n\
+             preferences: {{}}\n",
+            url = self.url()
+        );
+        std::fs::write(path, kubeconfig)
+    }
+
+    /// Every ResourceSlice, ordered by name.
+    pub fn slices(&self) -> Vec<ResourceSlice> {
+        self.store.list::<ResourceSlice>(&Filter::default()).0
+    }
+
+    /// The ResourceSlices with `spec.nodeName == node` and `spec.driver == driver`, by name.
+    pub fn slices_of(&self, node: &str, driver: &str) -> Vec<ResourceSlice> {
+        self.slices()
+            .into_iter()
+            .filter(|s| s.spec.node_name.as_deref() == Some(node) && s.spec.driver == driver)
+            .collect()
+    }
+
+    /// Waits until `pred` holds for the current slices (checked now and after every write).
+    pub async fn wait_for_slices<F: Fn(&[ResourceSlice]) -> bool>(
+        &self,
+        pred: F,
+        timeout: Duration,
+    ) -> Result<Vec<ResourceSlice>, Timeout> {
+        let mut writes = self.store.subscribe_writes();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            // Mark seen before reading, so a write after the read wakes the next wait.
+            writes.borrow_and_update();
+            let slices = self.slices();
+            if pred(&slices) {
+                return Ok(slices);
+            }
+            match tokio::time::timeout_at(deadline, writes.changed()).await {
+                Ok(Ok(())) => {}
+                // The store outlives this borrow of the server, so the sender cannot be gone;
+                // treat it like a timeout all the same.
+                Ok(Err(_)) | Err(_) => {
+                    return Err(Timeout {
+                        waited: timeout,
+                        last: self.slices(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Deletes the slices of `node` (and of `driver` when given), as the kubelet does at start
+    /// with a DeleteCollection; watchers get DELETED events. Returns how many were deleted.
+    pub fn wipe_node_slices(&self, node: &str, driver: Option<&str>) -> usize {
+        let mut selector = format!("spec.nodeName={node}");
+        if let Some(driver) = driver {
+            selector.push_str(&format!(",spec.driver={driver}"));
+        }
+        let fields = selectors::FieldSelector::parse(&selector, &["spec.nodeName", "spec.driver"])
+            .expect("the selector is built from the two indexed fields");
+        let filter = Filter {
+            fields,
+            ..Filter::default()
+        };
+        self.store.delete_collection::<ResourceSlice>(&filter).len()
+    }
+
+    /// Creates or replaces a ResourceClaim; fills `uid` (when empty), `resourceVersion`,
+    /// `creationTimestamp` and `generation`. Returns the stored claim.
+    pub fn put_claim(&self, claim: ResourceClaim) -> ResourceClaim {
+        self.store.put(claim)
+    }
+
+    /// Deletes a ResourceClaim; whether it existed.
+    pub fn delete_claim(&self, namespace: &str, name: &str) -> bool {
+        self.store.remove::<ResourceClaim>(namespace, name)
+    }
+
+    /// Creates or replaces a Node; returns the stored node.
+    pub fn put_node(&self, node: Node) -> Node {
+        self.store.put(node)
+    }
+
+    /// While true every request gets 503 Service Unavailable and open watches end.
+    pub fn set_refusing(&self, refusing: bool) {
+        self.refusing.send_replace(refusing);
+    }
+
+    /// Simulates a 1.34–1.36 API server with DRADeviceTaints off: `spec.devices[].taints` are
+    /// silently dropped from created and updated slices.
+    pub fn set_taints_dropped(&self, dropped: bool) {
+        self.store.set_taints_dropped(dropped);
+    }
+
+    /// Forgets the change history, so that watches resuming from an earlier resourceVersion get
+    /// a 410 `Expired` event (as after an etcd compaction).
+    pub fn compact(&self) {
+        self.store.compact();
+    }
+
+    /// Drops every connection (watches included), then listens again on the same port. The
+    /// stored objects and resourceVersions are kept.
+    pub async fn restart(&mut self) -> std::io::Result<()> {
+        if let Some(generation) = self.generation.take() {
+            generation.stop().await;
+        }
+        let generation =
+            Generation::start(self.address, self.store.clone(), self.refusing.subscribe()).await?;
+        self.generation = Some(generation);
+        Ok(())
+    }
+
+    /// Counts of requests and of accepted and rejected ResourceSlice writes so far.
+    pub fn stats(&self) -> Stats {
+        self.store
+            .stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        if let Some(generation) = &self.generation {
+            generation.signal_stop();
+        }
+    }
+}

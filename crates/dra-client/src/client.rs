@@ -1,0 +1,50 @@
+//! Building the API client, and reading ResourceClaims.
+
+use std::path::Path;
+
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+use crate::error::ApiError;
+
+/// A client for the API server: from `kubeconfig` when given; otherwise the
+/// in-cluster service account; otherwise `KUBECONFIG` or `~/.kube/config`.
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig_error = |source| ApiError::Kubeconfig {
+                path: path.to_owned(),
+                source,
+            };
+            let file = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
+            Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(kubeconfig_error)?
+        }
+        None => match Config::incluster() {
+            Ok(config) => config,
+            Err(in_cluster) => Config::from_kubeconfig(&KubeConfigOptions::default())
+                .await
+                .map_err(|kubeconfig| ApiError::NoConfiguration {
+                    in_cluster,
+                    kubeconfig,
+                })?,
+        },
+    };
+    Client::try_from(config).map_err(|source| ApiError::BuildClient { source })
+}
+
+/// Reads the ResourceClaim `namespace/name`; `None` when there is none (404).
+pub async fn get_claim(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ResourceClaim>, ApiError> {
+    Api::<ResourceClaim>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|source| {
+            ApiError::request(format!("reading ResourceClaim {namespace}/{name}"), source)
+        })
+}

@@ -1,0 +1,154 @@
+//! The ResourceSlice publisher: one tokio task per pool keeping the API
+//! server's slices equal to the latest device list it was given.
+//!
+//! [`SlicePublisher::spawn`] starts the task and returns a [`PublisherHandle`].
+//! [`PublisherHandle::publish`] only records the desired devices (the latest
+//! wins, so a burst of calls coalesces into few writes); the task reconciles
+//! (see [`reconcile`]) whenever the desired list changes or a watch on the
+//! slices shows a change it did not make itself (the kubelet wiping the node's
+//! slices, an edit), and retries failures with exponential backoff (see
+//! [`task`]). Its progress is on [`PublisherHandle::status`].
+
+mod reconcile;
+mod task;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::device::DraDevice;
+use crate::error::ApiError;
+use crate::plan::PoolTarget;
+
+/// What the publisher has achieved so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublishStatus {
+    /// The pool as last confirmed on the server; `None` before the first success.
+    pub published: Option<PublishedPool>,
+    /// Why the last attempt failed, on one line naming driver and node;
+    /// `None` once an attempt succeeds.
+    pub error: Option<String>,
+    /// The API server dropped the taints written (the DRADeviceTaints feature
+    /// seems off), so unhealthy devices stay schedulable.
+    pub taints_dropped: bool,
+    /// Write requests (create, replace, delete) made so far.
+    pub writes: u64,
+    /// Reconcile passes completed so far, with or without writes.
+    pub passes: u64,
+}
+
+/// The pool as a successful pass left it on the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedPool {
+    /// The pool generation in every slice.
+    pub generation: i64,
+    /// How many slices the pool has.
+    pub slices: usize,
+    /// How many devices they hold.
+    pub devices: usize,
+    /// When that pass ended.
+    pub at: SystemTime,
+}
+
+/// Starts publishers (a namespace for [`SlicePublisher::spawn`]).
+#[derive(Debug)]
+pub struct SlicePublisher;
+
+impl SlicePublisher {
+    /// Starts the publisher task of `target` on the current tokio runtime. It
+    /// writes nothing before the first [`PublisherHandle::publish`], and ends
+    /// when `shutdown` is cancelled, the handle is stopped, withdrawn or
+    /// dropped; none of these removes the slices except `withdraw`.
+    pub fn spawn(
+        client: Client,
+        target: PoolTarget,
+        shutdown: CancellationToken,
+    ) -> PublisherHandle {
+        let api: Api<ResourceSlice> = Api::all(client);
+        let (desired_sender, desired_receiver) = watch::channel(None);
+        let (status_sender, status_receiver) = watch::channel(PublishStatus::default());
+        let stop = shutdown.child_token();
+        let task = tokio::spawn(task::run(task::PublisherTask {
+            api: api.clone(),
+            target: target.clone(),
+            desired: desired_receiver,
+            status: status_sender,
+            stop: stop.clone(),
+        }));
+        PublisherHandle {
+            api,
+            target,
+            desired: desired_sender,
+            status: status_receiver,
+            stop,
+            task,
+        }
+    }
+}
+
+/// The controls of one running publisher.
+#[derive(Debug)]
+pub struct PublisherHandle {
+    api: Api<ResourceSlice>,
+    target: PoolTarget,
+    desired: watch::Sender<Option<Arc<Vec<DraDevice>>>>,
+    status: watch::Receiver<PublishStatus>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl PublisherHandle {
+    /// Sets the devices to publish. Never blocks; the latest call wins.
+    pub fn publish(&self, devices: Vec<DraDevice>) {
+        self.desired.send_replace(Some(Arc::new(devices)));
+    }
+
+    /// The publisher's status, updated after every pass or failure.
+    pub fn status(&self) -> watch::Receiver<PublishStatus> {
+        self.status.clone()
+    }
+
+    /// Where this publisher publishes.
+    pub fn target(&self) -> &PoolTarget {
+        &self.target
+    }
+
+    /// Stops the publisher and deletes every slice of its driver on its node
+    /// (the resource left the configuration); returns how many it deleted.
+    pub async fn withdraw(self) -> Result<usize, ApiError> {
+        let Self {
+            api,
+            target,
+            stop,
+            task,
+            ..
+        } = self;
+        stop.cancel();
+        if task.await.is_err() {
+            return Err(ApiError::PublisherGone {
+                action: "withdrawing ResourceSlices".to_owned(),
+                target: target.describe(),
+            });
+        }
+        let slices = reconcile::list_slices(&api, &target).await?;
+        for slice in &slices {
+            reconcile::delete_slice(&api, &target, &slice.name_any()).await?;
+        }
+        tracing::info!(driver = %target.driver, node = %target.node_name, deleted = slices.len(), "withdrew ResourceSlices");
+        Ok(slices.len())
+    }
+
+    /// Stops the publisher, leaving its slices in place (a clean shutdown: the
+    /// kubelet removes a gone driver's slices after its grace period).
+    pub async fn stop(self) {
+        self.stop.cancel();
+        if let Err(error) = self.task.await {
+            tracing::error!(driver = %self.target.driver, node = %self.target.node_name, %error, "the ResourceSlice publisher task failed");
+        }
+    }
+}

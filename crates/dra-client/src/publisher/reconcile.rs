@@ -1,0 +1,310 @@
+//! One reconcile pass: make the API server's slices of a pool equal to the plan.
+//!
+//! The pass lists the driver's slices on the node. When the plan at the
+//! generation found there equals them (ignoring server-set metadata and the
+//! taints' `timeAdded`), it writes nothing. Otherwise it bumps the generation
+//! above every one seen, rewrites every slice of the pool (replacing existing
+//! ones with the resourceVersion read, creating the missing ones, keeping the
+//! `timeAdded` of taints that stay) and deletes the surplus, including slices
+//! of this driver and node that belong to another pool name.
+//!
+//! New slices are named by the API server from `generateName:
+//! <node>-<driver>-` (cut to 57 characters, so the server's 5-character suffix
+//! keeps it a valid name of at most 63); names never need to be predicted,
+//! and two publishers for different nodes or drivers can never collide.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::resource::v1::{ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, ResourceExt};
+
+use crate::device::DraDevice;
+use crate::error::ApiError;
+use crate::plan::{PoolTarget, plan_slices};
+
+/// What the publisher remembers between passes.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    /// name → resourceVersion of every slice of ours as the last pass left it;
+    /// a watch event that matches is the echo of our own write.
+    pub known: HashMap<String, String>,
+    /// The highest generation this publisher wrote.
+    pub last_generation: i64,
+    /// The API server dropped the taints we wrote (DRADeviceTaints off).
+    pub taints_dropped: bool,
+}
+
+/// What one successful pass found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PassOutcome {
+    /// The pool generation now on the server.
+    pub generation: i64,
+    /// How many slices the pool has.
+    pub slices: usize,
+    /// Write requests (create, replace, delete) this pass made.
+    pub writes: u64,
+}
+
+/// The field selector picking the slices of `target`'s driver on its node.
+pub(crate) fn field_selector(target: &PoolTarget) -> String {
+    format!(
+        "spec.nodeName={},spec.driver={}",
+        target.node_name, target.driver
+    )
+}
+
+/// The `generateName` of new slices: `<node>-<driver>-`, cut to fit.
+pub(crate) fn generate_name_prefix(target: &PoolTarget) -> String {
+    const MAX_PREFIX_BEFORE_DASH: usize = 57;
+    let mut base = format!("{}-{}", target.node_name, target.driver);
+    base.truncate(MAX_PREFIX_BEFORE_DASH);
+    let trimmed = base.trim_end_matches(['-', '.']);
+    format!("{trimmed}-")
+}
+
+/// Lists the slices of `target`'s driver on its node.
+pub(crate) async fn list_slices(
+    api: &Api<ResourceSlice>,
+    target: &PoolTarget,
+) -> Result<Vec<ResourceSlice>, ApiError> {
+    let params = ListParams::default().fields(&field_selector(target));
+    let list = api.list(&params).await.map_err(|source| {
+        ApiError::request(
+            format!("listing ResourceSlices of {}", target.describe()),
+            source,
+        )
+    })?;
+    Ok(list.items)
+}
+
+/// Deletes the slice `name`; one already gone counts as deleted.
+pub(crate) async fn delete_slice(
+    api: &Api<ResourceSlice>,
+    target: &PoolTarget,
+    name: &str,
+) -> Result<(), ApiError> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+        Err(source) => Err(ApiError::request(
+            format!("deleting ResourceSlice {name} of {}", target.describe()),
+            source,
+        )),
+    }
+}
+
+/// Runs one pass for `devices` (see the module docs).
+pub(crate) async fn reconcile(
+    api: &Api<ResourceSlice>,
+    target: &PoolTarget,
+    devices: &[DraDevice],
+    memory: &mut Memory,
+) -> Result<PassOutcome, ApiError> {
+    let existing = list_slices(api, target).await?;
+    let server_generation = existing.iter().map(|s| s.spec.pool.generation).max();
+    let (mut ours, foreign): (Vec<ResourceSlice>, Vec<ResourceSlice>) = existing
+        .into_iter()
+        .partition(|slice| slice.spec.pool.name == target.pool_name);
+    ours.sort_by_key(|slice| slice.name_any());
+
+    if foreign.is_empty()
+        && let Some(generation) = single_generation(&ours)
+    {
+        let mut planned = plan_slices(target, devices, generation);
+        if memory.taints_dropped {
+            planned.iter_mut().for_each(strip_taints);
+        }
+        if same_content(&planned, ours.iter().map(|slice| &slice.spec)) {
+            memory.known = ours
+                .iter()
+                .map(|slice| {
+                    (
+                        slice.name_any(),
+                        slice.resource_version().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            return Ok(PassOutcome {
+                generation,
+                slices: ours.len(),
+                writes: 0,
+            });
+        }
+    }
+
+    let generation = server_generation.unwrap_or(0).max(memory.last_generation) + 1;
+    memory.last_generation = generation;
+    let mut planned = plan_slices(target, devices, generation);
+    keep_taint_times(&mut planned, &ours);
+
+    let mut writes = 0;
+    let mut surplus = ours.into_iter();
+    let planned_count = planned.len();
+    for spec in planned {
+        let sent_taints = has_taints(&spec);
+        let written = match surplus.next() {
+            Some(old) => {
+                let name = old.name_any();
+                let replacement = ResourceSlice {
+                    metadata: old.metadata,
+                    spec,
+                };
+                api.replace(&name, &PostParams::default(), &replacement)
+                    .await
+                    .map_err(|source| {
+                        ApiError::request(
+                            format!(
+                                "replacing ResourceSlice {name} of {} (pool generation {generation})",
+                                target.describe()
+                            ),
+                            source,
+                        )
+                    })?
+            }
+            None => {
+                let slice = ResourceSlice {
+                    metadata: ObjectMeta {
+                        generate_name: Some(generate_name_prefix(target)),
+                        ..ObjectMeta::default()
+                    },
+                    spec,
+                };
+                api.create(&PostParams::default(), &slice)
+                    .await
+                    .map_err(|source| {
+                        ApiError::request(
+                            format!(
+                                "creating a ResourceSlice of {} (pool generation {generation})",
+                                target.describe()
+                            ),
+                            source,
+                        )
+                    })?
+            }
+        };
+        writes += 1;
+        memory.known.insert(
+            written.name_any(),
+            written.resource_version().unwrap_or_default(),
+        );
+        if sent_taints {
+            memory.taints_dropped = !has_taints(&written.spec);
+        }
+    }
+    for old in surplus.chain(foreign) {
+        let name = old.name_any();
+        memory.known.remove(&name);
+        delete_slice(api, target, &name).await?;
+        writes += 1;
+    }
+    Ok(PassOutcome {
+        generation,
+        slices: planned_count,
+        writes,
+    })
+}
+
+/// The generation shared by all `slices`, or `None` when there are none or they differ.
+fn single_generation(slices: &[ResourceSlice]) -> Option<i64> {
+    let first = slices.first()?.spec.pool.generation;
+    slices
+        .iter()
+        .all(|slice| slice.spec.pool.generation == first)
+        .then_some(first)
+}
+
+fn has_taints(spec: &ResourceSliceSpec) -> bool {
+    spec.devices.iter().flatten().any(|device| {
+        device
+            .taints
+            .as_ref()
+            .is_some_and(|taints| !taints.is_empty())
+    })
+}
+
+fn strip_taints(spec: &mut ResourceSliceSpec) {
+    for device in spec.devices.iter_mut().flatten() {
+        device.taints = None;
+    }
+}
+
+/// `spec` without what the server may add or we do not compare: the taints'
+/// `timeAdded`, and empty lists or maps that mean the same as absent ones.
+fn normalized(spec: &ResourceSliceSpec) -> ResourceSliceSpec {
+    let mut spec = spec.clone();
+    if spec.devices.as_ref().is_some_and(Vec::is_empty) {
+        spec.devices = None;
+    }
+    for device in spec.devices.iter_mut().flatten() {
+        if device.attributes.as_ref().is_some_and(|a| a.is_empty()) {
+            device.attributes = None;
+        }
+        match &mut device.taints {
+            Some(taints) if taints.is_empty() => device.taints = None,
+            Some(taints) => taints.iter_mut().for_each(|taint| {
+                taint.time_added = None;
+                if taint.value.as_deref() == Some("") {
+                    taint.value = None;
+                }
+            }),
+            None => {}
+        }
+    }
+    spec
+}
+
+/// Whether the planned specs and those on the server hold the same content, in any order.
+fn same_content<'a>(
+    planned: &[ResourceSliceSpec],
+    on_server: impl Iterator<Item = &'a ResourceSliceSpec>,
+) -> bool {
+    let canonical = |spec: &ResourceSliceSpec| {
+        serde_json::to_string(&normalized(spec)).unwrap_or_else(|error| error.to_string())
+    };
+    let mut wanted: Vec<String> = planned.iter().map(canonical).collect();
+    let mut found: Vec<String> = on_server.map(canonical).collect();
+    wanted.sort();
+    found.sort();
+    wanted == found
+}
+
+/// Copies the `timeAdded` the server set on a taint that stays on its device.
+fn keep_taint_times(planned: &mut [ResourceSliceSpec], existing: &[ResourceSlice]) {
+    let mut times: HashMap<(&str, &str, Option<&str>, &str), &Time> = HashMap::new();
+    for device in existing
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten())
+    {
+        for taint in device.taints.iter().flatten() {
+            if let Some(time) = &taint.time_added {
+                let key = (
+                    device.name.as_str(),
+                    taint.key.as_str(),
+                    taint.value.as_deref(),
+                    taint.effect.as_str(),
+                );
+                times.insert(key, time);
+            }
+        }
+    }
+    for device in planned
+        .iter_mut()
+        .flat_map(|s| s.devices.iter_mut().flatten())
+    {
+        for taint in device.taints.iter_mut().flatten() {
+            let key = (
+                device.name.as_str(),
+                taint.key.as_str(),
+                taint.value.as_deref(),
+                taint.effect.as_str(),
+            );
+            taint.time_added = times.get(&key).map(|time| (*time).clone());
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

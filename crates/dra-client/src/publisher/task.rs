@@ -1,0 +1,164 @@
+//! The publisher's loop: when to reconcile, backoff on failure, status and logs.
+//!
+//! A pass runs when the desired devices change, when the watch on the slices
+//! reports a change that is not the echo of our own write (a deletion, an edit,
+//! a slice we did not create) or restarts (after a disconnection, anything may
+//! have happened), and when a failed pass's backoff expires. Failures wait
+//! 100 ms, doubling up to 30 s, reset by a success; nothing runs a pass
+//! early during a backoff, so a broken server is never hammered. Errors are
+//! logged at WARN once per change of the message, recovery at INFO.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::reconcile::{Memory, field_selector, reconcile};
+use super::{PublishStatus, PublishedPool};
+use crate::device::DraDevice;
+use crate::plan::PoolTarget;
+
+/// The first retry delay after a failed pass.
+pub(crate) const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The longest retry delay.
+pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+/// Everything the task owns.
+pub(crate) struct PublisherTask {
+    pub api: Api<ResourceSlice>,
+    pub target: PoolTarget,
+    pub desired: watch::Receiver<Option<Arc<Vec<DraDevice>>>>,
+    pub status: watch::Sender<PublishStatus>,
+    pub stop: CancellationToken,
+}
+
+/// The retry state after failures.
+struct Backoff {
+    next_delay: Duration,
+    retry_at: Option<Instant>,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Self {
+            next_delay: FIRST_RETRY_DELAY,
+            retry_at: None,
+        }
+    }
+
+    fn failed(&mut self) {
+        self.retry_at = Some(Instant::now() + self.next_delay);
+        self.next_delay = (self.next_delay * 2).min(MAX_RETRY_DELAY);
+    }
+
+    fn succeeded(&mut self) {
+        *self = Self::new();
+    }
+}
+
+/// Runs until stopped, the handle is dropped, or shutdown.
+pub(crate) async fn run(mut task: PublisherTask) {
+    let selector = field_selector(&task.target);
+    let mut slice_events = watcher(
+        task.api.clone(),
+        watcher::Config::default().fields(&selector),
+    )
+    .default_backoff()
+    .boxed();
+    let mut memory = Memory::default();
+    let mut backoff = Backoff::new();
+    let mut dirty = false;
+    let mut last_error: Option<String> = None;
+    let driver = task.target.driver.clone();
+    let node = task.target.node_name.clone();
+
+    loop {
+        let desired = task.desired.borrow_and_update().clone();
+        if let Some(devices) = desired.filter(|_| dirty && backoff.retry_at.is_none()) {
+            dirty = false;
+            let was_dropping_taints = memory.taints_dropped;
+            let pass = tokio::select! {
+                _ = task.stop.cancelled() => break,
+                pass = reconcile(&task.api, &task.target, &devices, &mut memory) => pass,
+            };
+            match pass {
+                Ok(outcome) => {
+                    backoff.succeeded();
+                    if last_error.take().is_some() {
+                        tracing::info!(%driver, %node, generation = outcome.generation, "publishing ResourceSlices works again");
+                    }
+                    if outcome.writes > 0 {
+                        tracing::debug!(%driver, %node, generation = outcome.generation, slices = outcome.slices, writes = outcome.writes, "published ResourceSlices");
+                    }
+                    task.status.send_modify(|status| {
+                        status.published = Some(PublishedPool {
+                            generation: outcome.generation,
+                            slices: outcome.slices,
+                            devices: devices.len(),
+                            at: SystemTime::now(),
+                        });
+                        status.error = None;
+                        status.writes += outcome.writes;
+                        status.passes += 1;
+                        status.taints_dropped = memory.taints_dropped;
+                    });
+                }
+                Err(error) => {
+                    let summary = error.summary();
+                    if last_error.as_ref() != Some(&summary) {
+                        tracing::warn!(%driver, %node, error = %summary, "publishing ResourceSlices failed; retrying with backoff");
+                    }
+                    backoff.failed();
+                    dirty = true;
+                    task.status.send_modify(|status| {
+                        status.error = Some(summary.clone());
+                        status.taints_dropped = memory.taints_dropped;
+                    });
+                    last_error = Some(summary);
+                }
+            }
+            if memory.taints_dropped && !was_dropping_taints {
+                tracing::warn!(%driver, %node, "the API server dropped the device taints written: the DRADeviceTaints feature seems off on this cluster (it is on by default from 1.37), so unhealthy devices stay schedulable");
+            }
+            continue;
+        }
+
+        let retry_at = backoff.retry_at;
+        tokio::select! {
+            _ = task.stop.cancelled() => break,
+            changed = task.desired.changed() => match changed {
+                Ok(()) => dirty = true,
+                // The handle was dropped: stop, leaving the slices.
+                Err(_) => break,
+            },
+            _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                backoff.retry_at = None;
+            }
+            event = slice_events.next() => match event {
+                Some(Ok(event)) => dirty |= is_foreign_change(&event, &memory),
+                Some(Err(error)) => tracing::debug!(%driver, %node, %error, "watching ResourceSlices failed; the watch retries"),
+                None => break,
+            },
+        }
+    }
+}
+
+/// Whether a watch event shows a change this publisher did not make itself.
+fn is_foreign_change(event: &watcher::Event<ResourceSlice>, memory: &Memory) -> bool {
+    match event {
+        watcher::Event::Apply(slice) => {
+            memory.known.get(&slice.name_any()) != slice.resource_version().as_ref()
+        }
+        // Our own deletions leave `known` before the event arrives.
+        watcher::Event::Delete(slice) => memory.known.contains_key(&slice.name_any()),
+        // A (re)started watch: anything may have happened meanwhile.
+        watcher::Event::InitDone => true,
+        watcher::Event::Init | watcher::Event::InitApply(_) => false,
+    }
+}

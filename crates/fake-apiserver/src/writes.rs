@@ -1,0 +1,279 @@
+//! ResourceSlice writes over HTTP: create (POST), replace (PUT), JSON merge patch (PATCH),
+//! delete and delete-collection, each counted in [`crate::Stats`] when accepted or rejected.
+//!
+//! PATCH accepts `application/merge-patch+json` (RFC 7386); JSON patch, strategic merge patch
+//! and server-side apply answer 415 Unsupported Media Type.
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use serde_json::Value;
+
+use crate::routes::{AppState, filter_from, json_response, list_body, query_map};
+use crate::stats::RejectedWrite;
+use crate::status::ApiError;
+use crate::store::Preconditions;
+
+/// How often a merge patch is retried when another write lands between its read and its write.
+const PATCH_ATTEMPTS: usize = 5;
+
+/// The verbs counted in [`crate::Stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+}
+
+/// Counts the outcome of a write and turns it into the response.
+fn finish(
+    state: &AppState,
+    verb: Verb,
+    name: &str,
+    outcome: Result<(StatusCode, Value), ApiError>,
+) -> Response {
+    let mut stats = state.store.stats.lock().unwrap_or_else(|p| p.into_inner());
+    match outcome {
+        Ok((code, body)) => {
+            match verb {
+                Verb::Create => stats.slice_creates += 1,
+                Verb::Update | Verb::Patch => stats.slice_updates += 1,
+                Verb::Delete => stats.slice_deletes += 1,
+                Verb::DeleteCollection => stats.slice_collection_deletes += 1,
+            }
+            drop(stats);
+            json_response(code, &body)
+        }
+        Err(error) => {
+            tracing::debug!(verb = verb.as_str(), name, message = %error.message, "slice write rejected");
+            stats.rejected.push(RejectedWrite {
+                verb: verb.as_str(),
+                name: name.to_string(),
+                code: error.code.as_u16(),
+                reason: error.reason.to_string(),
+                message: error.message.clone(),
+            });
+            drop(stats);
+            error.into_response()
+        }
+    }
+}
+
+/// The body as a JSON object of type `T`; YAML or protobuf bodies get 415.
+fn decode<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    if !content_type.starts_with("application/json") {
+        return Err(ApiError::unsupported_media_type(content_type));
+    }
+    serde_json::from_slice(body).map_err(|error| {
+        ApiError::bad_request(format!("the request body is not a valid object: {error}"))
+    })
+}
+
+fn is_dry_run(query: Option<&str>) -> bool {
+    query_map(query).get("dryRun").is_some_and(|v| v == "All")
+}
+
+fn to_value(slice: &ResourceSlice) -> Result<Value, ApiError> {
+    serde_json::to_value(slice)
+        .map_err(|e| ApiError::internal(&format!("encoding the object: {e}")))
+}
+
+/// `POST /resourceslices`.
+pub(crate) async fn create_slice(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut name = String::new();
+    let outcome = decode::<ResourceSlice>(&headers, &body).and_then(|slice| {
+        name = slice
+            .metadata
+            .name
+            .clone()
+            .or(slice.metadata.generate_name.clone())
+            .unwrap_or_default();
+        let created = state
+            .store
+            .create("", slice, is_dry_run(query.as_deref()))?;
+        Ok((StatusCode::CREATED, to_value(&created)?))
+    });
+    finish(&state, Verb::Create, &name, outcome)
+}
+
+/// `PUT /resourceslices/{name}`.
+pub(crate) async fn replace_slice(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let outcome = decode::<ResourceSlice>(&headers, &body).and_then(|slice| {
+        let replaced = state
+            .store
+            .replace("", &name, slice, is_dry_run(query.as_deref()))?;
+        Ok((StatusCode::OK, to_value(&replaced)?))
+    });
+    finish(&state, Verb::Update, &name, outcome)
+}
+
+/// `PATCH /resourceslices/{name}` with a JSON merge patch.
+pub(crate) async fn patch_slice(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let outcome = patch(&state, &name, query.as_deref(), &headers, &body);
+    finish(&state, Verb::Patch, &name, outcome)
+}
+
+fn patch(
+    state: &AppState,
+    name: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(StatusCode, Value), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !content_type.starts_with("application/merge-patch+json") {
+        return Err(ApiError::unsupported_media_type(content_type));
+    }
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
+    let pins_version = patch.pointer("/metadata/resourceVersion").is_some();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = state.store.get::<ResourceSlice>("", name)?;
+        let mut merged = to_value(&current)?;
+        merge_patch(&mut merged, &patch);
+        let patched: ResourceSlice = serde_json::from_value(merged).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the patched object is not a valid ResourceSlice: {e}"
+            ))
+        })?;
+        match state.store.replace("", name, patched, is_dry_run(query)) {
+            Ok(written) => return Ok((StatusCode::OK, to_value(&written)?)),
+            // Someone wrote in between: patch the newer object, as the real server does.
+            Err(error)
+                if error.reason == "Conflict" && !pins_version && attempt < PATCH_ATTEMPTS => {}
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// RFC 7386: objects merge key by key, `null` removes, anything else replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch_fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    let Value::Object(target_fields) = target else {
+        return;
+    };
+    for (key, value) in patch_fields {
+        if value.is_null() {
+            target_fields.remove(key);
+        } else {
+            merge_patch(
+                target_fields.entry(key.clone()).or_insert(Value::Null),
+                value,
+            );
+        }
+    }
+}
+
+/// `DELETE /resourceslices/{name}` with optional `DeleteOptions` preconditions.
+pub(crate) async fn delete_slice(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    let outcome = preconditions(&body).and_then(|preconditions| {
+        let deleted = state
+            .store
+            .delete::<ResourceSlice>("", &name, &preconditions)?;
+        Ok((StatusCode::OK, to_value(&deleted)?))
+    });
+    finish(&state, Verb::Delete, &name, outcome)
+}
+
+fn preconditions(body: &[u8]) -> Result<Preconditions, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Preconditions::default());
+    }
+    let options: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the DeleteOptions body is not valid JSON: {e}"))
+    })?;
+    let field = |key: &str| {
+        options
+            .pointer(&format!("/preconditions/{key}"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(Preconditions {
+        uid: field("uid"),
+        resource_version: field("resourceVersion"),
+    })
+}
+
+/// `DELETE /resourceslices` with field and label selectors.
+pub(crate) async fn delete_slice_collection(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let outcome = filter_from::<ResourceSlice>(None, &query_map(query.as_deref())).map(|filter| {
+        let deleted = state.store.delete_collection::<ResourceSlice>(&filter);
+        let version = state.store.list::<ResourceSlice>(&Default::default()).1;
+        (StatusCode::OK, list_body(&deleted, version))
+    });
+    finish(&state, Verb::DeleteCollection, "", outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_patch_follows_rfc_7386() {
+        let mut target = json!({"a": "b", "c": {"d": "e", "f": "g"}, "list": [1, 2]});
+        merge_patch(
+            &mut target,
+            &json!({"a": "z", "c": {"f": null}, "list": [3], "new": {"x": 1}}),
+        );
+        assert_eq!(
+            target,
+            json!({"a": "z", "c": {"d": "e"}, "list": [3], "new": {"x": 1}})
+        );
+    }
+}

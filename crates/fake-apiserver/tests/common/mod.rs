@@ -1,0 +1,83 @@
+//! Shared helpers of the integration tests: a started server with a real kube client built
+//! from the kubeconfig it writes, and ResourceSlice builders.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::resource::v1::{
+    Device, DeviceAttribute, ResourcePool, ResourceSlice, ResourceSliceSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use wdp_fake_apiserver::FakeApiServer;
+
+/// A running fake and a kube client configured through its kubeconfig file.
+pub struct Harness {
+    pub server: FakeApiServer,
+    pub client: kube::Client,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts a server and connects a client the way a driver would: from a kubeconfig file.
+pub async fn start() -> Harness {
+    let server = FakeApiServer::start()
+        .await
+        .expect("start the fake API server");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&path).expect("write kubeconfig");
+    let kubeconfig = Kubeconfig::read_from(&path).expect("kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig is usable");
+    let client = kube::Client::try_from(config).expect("client");
+    Harness {
+        server,
+        client,
+        _dir: dir,
+    }
+}
+
+/// A valid slice `name` of `driver` on `node` with devices named `devices`.
+pub fn slice(name: &str, node: &str, driver: &str, devices: &[&str]) -> ResourceSlice {
+    ResourceSlice {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: ResourceSliceSpec {
+            driver: driver.into(),
+            node_name: Some(node.into()),
+            pool: ResourcePool {
+                name: node.into(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            devices: Some(devices.iter().map(|d| device(d)).collect()),
+            ..Default::default()
+        },
+    }
+}
+
+/// A device with one string attribute.
+pub fn device(name: &str) -> Device {
+    Device {
+        name: name.into(),
+        attributes: Some(BTreeMap::from([(
+            "model".to_string(),
+            DeviceAttribute {
+                string: Some("fake".into()),
+                ..Default::default()
+            },
+        )])),
+        ..Default::default()
+    }
+}
+
+/// The API error inside a kube error, or a panic naming what came instead.
+pub fn api_error<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core::Status {
+    match result {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
