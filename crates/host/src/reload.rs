@@ -180,7 +180,7 @@ impl Host {
             .collect();
         for name in gone {
             if let Some(r) = running.remove(&name) {
-                r.stop().await;
+                r.withdraw().await;
                 self.metrics.forget_resource(&name);
                 // Its CDI spec goes with it (a no-op when it wrote none).
                 if let Err(error) = crate::cdi::remove(&self.options.cdi_dir, &name) {

@@ -18,7 +18,7 @@ use wdp_policy::PolicyEngine;
 use crate::config::{self, ConfigSet};
 use crate::device_set::DeviceSet;
 use crate::dra::driver::{DraDriver, DriverPaths};
-use crate::dra::service::ClaimReader;
+use crate::dra::kube_api::DraApi;
 use crate::error::HostError;
 use crate::limits::MAX_SOCKET_PATH_BYTES;
 use crate::metrics::Metrics;
@@ -85,6 +85,18 @@ impl Running {
         }
     }
 
+    /// Stops it for good (the resource left the configuration): as
+    /// [`stop`](Self::stop), and a DRA driver's slices are deleted.
+    pub(crate) async fn withdraw(self) {
+        match self.serving {
+            Serving::Dra(driver) => {
+                self.refresher.abort();
+                driver.withdraw().await;
+            }
+            serving @ Serving::DevicePlugin(_) => Running { serving, ..self }.stop().await,
+        }
+    }
+
     /// Whether the kubelet accepted the resource's registration.
     pub(crate) fn is_registered(&self) -> bool {
         match &self.serving {
@@ -121,9 +133,9 @@ pub struct Host {
     events: broadcast::Sender<FolderEvent>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) running: Mutex<BTreeMap<String, Running>>,
-    /// Reads ResourceClaims for DRA drivers; `None` until a DRA resource
-    /// is first served (the API client is made only then).
-    pub(crate) claim_reader: Mutex<Option<ClaimReader>>,
+    /// The API server for DRA drivers; `None` until a DRA resource is
+    /// first served (the API client is made only then).
+    pub(crate) dra_api: Mutex<Option<DraApi>>,
     /// The configuration being served; held during a reload.
     pub(crate) config: Mutex<ConfigSet>,
     /// Last reload error, for `/readyz` and logs; `None` when the latest
@@ -164,8 +176,8 @@ impl Host {
             check_registration_socket_paths(&options.plugins_registry_dir, &config)?;
         }
         check_dra_setup(&options, &config)?;
-        let claim_reader = match config.dra_resources().next() {
-            Some(_) => Some(crate::dra::kube_api::claim_reader(&options).await?),
+        let dra_api = match config.dra_resources().next() {
+            Some((_, first)) => Some(crate::dra::kube_api::connect(&options, &first.file).await?),
             None => None,
         };
         let engine = new_engine(&config)?;
@@ -211,7 +223,7 @@ impl Host {
             events,
             shutdown: CancellationToken::new(),
             running: Mutex::new(BTreeMap::new()),
-            claim_reader: Mutex::new(claim_reader),
+            dra_api: Mutex::new(dra_api),
             config: Mutex::new(config),
             last_error: watch::Sender::new(None),
             watchers: std::sync::Mutex::new(vec![config_watcher]),
@@ -285,12 +297,18 @@ impl Host {
                 &self.shutdown,
             )),
             Some(driver) => {
-                let reader = {
-                    let mut reader = self.claim_reader.lock().await;
-                    match &*reader {
+                let api = {
+                    let mut api = self.dra_api.lock().await;
+                    match &*api {
                         Some(existing) => existing.clone(),
-                        None => reader
-                            .insert(crate::dra::kube_api::claim_reader(&self.options).await?)
+                        None => api
+                            .insert(
+                                crate::dra::kube_api::connect(
+                                    &self.options,
+                                    &resource.spec().config.file,
+                                )
+                                .await?,
+                            )
                             .clone(),
                     }
                 };
@@ -298,7 +316,7 @@ impl Host {
                     resource.clone(),
                     &driver,
                     &self.driver_paths(),
-                    reader,
+                    &api,
                     &self.shutdown,
                 ))
             }

@@ -18,11 +18,13 @@ use tokio::task::JoinHandle;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
+use wdp_dra_client::{PoolTarget, PublishStatus, PublisherHandle};
 use wdp_kubelet_api::dra::{self, v1, v1beta1};
 
 use super::checkpoint::Checkpoint;
+use super::kube_api::DraApi;
 use super::prepare::ClaimPreparer;
-use super::service::{ClaimReader, DraPluginService, DraPluginV1beta1};
+use super::service::{DraPluginService, DraPluginV1beta1};
 use crate::authority::AuthorityFix;
 use crate::plugin_watcher::{RegistrationSocket, dra_plugin_info, dra_registration_socket_name};
 use crate::resource::Resource;
@@ -64,18 +66,21 @@ pub struct DraDriver {
     driver: String,
     preparer: Arc<ClaimPreparer>,
     registered: watch::Receiver<bool>,
+    publisher: Arc<PublisherHandle>,
     stop: CancellationToken,
     task: JoinHandle<()>,
+    follower: JoinHandle<()>,
 }
 
 impl DraDriver {
     /// Serves `resource` as `driver`: its checkpoint is read, its sockets
-    /// served; claims are read with `read_claim`.
+    /// served, its device set published as ResourceSlices through `api`,
+    /// which also reads its claims.
     pub fn start(
         resource: Arc<Resource>,
         driver: &str,
         paths: &DriverPaths,
-        read_claim: ClaimReader,
+        api: &DraApi,
         parent: &CancellationToken,
     ) -> Self {
         let checkpoint = Checkpoint::load(&paths.state_dir, driver);
@@ -86,10 +91,23 @@ impl DraDriver {
             paths.cdi_dir.clone(),
             checkpoint,
         ));
-        let service =
-            DraPluginService::new(preparer.clone(), read_claim, resource.metrics().clone());
+        let service = DraPluginService::new(
+            preparer.clone(),
+            api.read_claim.clone(),
+            resource.metrics().clone(),
+        );
         let (registered_tx, registered) = watch::channel(false);
         let stop = parent.child_token();
+        let publisher = Arc::new((api.spawn_publisher)(
+            PoolTarget::new(driver, paths.node_name.clone()),
+            &stop,
+        ));
+        let follower = tokio::spawn(super::publish::follow_device_sets(
+            driver.to_owned(),
+            resource.subscribe(),
+            publisher.clone(),
+            stop.clone(),
+        ));
         let task = tokio::spawn(serve_loop(
             driver.to_owned(),
             paths.clone(),
@@ -102,8 +120,37 @@ impl DraDriver {
             driver: driver.to_owned(),
             preparer,
             registered,
+            publisher,
             stop,
             task,
+            follower,
+        }
+    }
+
+    /// The slice publisher's progress (published generation, last error,
+    /// whether the API server drops taints).
+    pub fn publish_status(&self) -> watch::Receiver<PublishStatus> {
+        self.publisher.status()
+    }
+
+    /// Ready: registered with the kubelet and the slices published; else
+    /// why not, naming the driver.
+    pub fn readiness(&self) -> Result<(), String> {
+        let status = self.publisher.status().borrow().clone();
+        match (self.is_registered(), &status.published, &status.error) {
+            (_, _, Some(error)) => Err(format!(
+                "DRA driver {}: ResourceSlices not published: {error}",
+                self.driver
+            )),
+            (_, None, None) => Err(format!(
+                "DRA driver {}: ResourceSlices not published yet",
+                self.driver
+            )),
+            (false, _, None) => Err(format!(
+                "DRA driver {}: not registered with the kubelet",
+                self.driver
+            )),
+            (true, Some(_), None) => Ok(()),
         }
     }
 
@@ -127,10 +174,34 @@ impl DraDriver {
         self.registered.clone()
     }
 
-    /// Stops serving; both sockets go.
+    /// Stops serving; both sockets go, the slices stay (a clean shutdown
+    /// or restart must not empty the node).
     pub async fn stop(self) {
         self.stop.cancel();
         let _ = self.task.await;
+        let _ = self.follower.await;
+        if let Ok(publisher) = Arc::try_unwrap(self.publisher) {
+            publisher.stop().await;
+        }
+    }
+
+    /// Stops serving and deletes the driver's slices (the resource left
+    /// the configuration); prepared claims keep their CDI specs until the
+    /// kubelet unprepares them.
+    pub async fn withdraw(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+        let _ = self.follower.await;
+        if let Ok(publisher) = Arc::try_unwrap(self.publisher) {
+            match publisher.withdraw().await {
+                Ok(deleted) => {
+                    tracing::info!(driver = %self.driver, deleted, "ResourceSlices withdrawn")
+                }
+                Err(error) => {
+                    tracing::warn!(driver = %self.driver, %error, "cannot withdraw the ResourceSlices")
+                }
+            }
+        }
     }
 }
 

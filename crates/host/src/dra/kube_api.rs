@@ -1,30 +1,61 @@
-//! The DRA side's connection to the Kubernetes API server: made once, when
-//! the first DRA resource is served (a host with only device-plugin
-//! resources never talks to the API server), from `--kubeconfig` or the
-//! in-cluster configuration.
+//! The DRA side's connection to the Kubernetes API server, through
+//! `wdp-dra-client`: made once, when the first DRA resource is served (a
+//! host with only device-plugin resources never talks to the API server),
+//! from `--kubeconfig` or the in-cluster configuration. It reads claims
+//! and starts one ResourceSlice publisher per driver.
 
 use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use wdp_dra_client::{PoolTarget, PublisherHandle, SlicePublisher};
 
 use crate::dra::service::ClaimReader;
 use crate::error::HostError;
 use crate::supervisor::HostOptions;
 
-/// A reader of ResourceClaims through the API server.
-///
-/// Placeholder until `wdp_dra_client::{client, get_claim}` is merged:
-/// every read fails with a message saying so, which each claim's entry
-/// carries (the rest of the host is unaffected).
-pub async fn claim_reader(options: &HostOptions) -> Result<ClaimReader, HostError> {
-    let source = options.kubeconfig.as_ref().map_or_else(
-        || "in-cluster configuration".to_owned(),
-        |p| p.display().to_string(),
-    );
-    Ok(Arc::new(move |claim| {
-        let source = source.clone();
+/// Starts the slice publisher of one pool.
+pub type PublisherSpawner =
+    Arc<dyn Fn(PoolTarget, &CancellationToken) -> PublisherHandle + Send + Sync>;
+
+/// What DRA drivers need of the API server.
+#[derive(Clone)]
+pub struct DraApi {
+    /// Reads ResourceClaims.
+    pub read_claim: ClaimReader,
+    /// Starts ResourceSlice publishers.
+    pub spawn_publisher: PublisherSpawner,
+}
+
+impl std::fmt::Debug for DraApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DraApi").finish_non_exhaustive()
+    }
+}
+
+/// Connects to the API server named by `options` (no request is made yet:
+/// an unreachable server shows in the publishers' status, never here).
+/// `file` is the DRA resource that needs it, for the error.
+pub async fn connect(options: &HostOptions, file: &std::path::Path) -> Result<DraApi, HostError> {
+    let client = wdp_dra_client::client(options.kubeconfig.as_deref())
+        .await
+        .map_err(|error| HostError::Dra {
+            file: file.to_owned(),
+            problem: format!("no Kubernetes API client: {error}"),
+        })?;
+    let for_claims = client.clone();
+    let read_claim: ClaimReader = Arc::new(move |claim| {
+        let client = for_claims.clone();
         Box::pin(async move {
-            Err(format!(
-                "claim {claim}: this build has no Kubernetes API client yet ({source} not used)"
-            ))
+            wdp_dra_client::get_claim(&client, &claim.namespace, &claim.name)
+                .await
+                .map_err(|error| error.to_string())
         })
-    }))
+    });
+    let spawn_publisher: PublisherSpawner = Arc::new(move |target, shutdown| {
+        SlicePublisher::spawn(client.clone(), target, shutdown.clone())
+    });
+    Ok(DraApi {
+        read_claim,
+        spawn_publisher,
+    })
 }

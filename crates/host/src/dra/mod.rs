@@ -14,4 +14,5 @@ pub mod claim_cdi;
 pub mod driver;
 pub mod kube_api;
 pub mod prepare;
+pub mod publish;
 pub mod service;

@@ -46,24 +46,6 @@ impl std::fmt::Display for ClaimRef {
     }
 }
 
-/// The DRA device name of device `id`.
-///
-/// Placeholder until `wdp_dra_client::naming::device_name` is merged:
-/// lower-case, anything but letters and digits becomes `-`.
-pub fn device_name(id: &str) -> String {
-    let name: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    name.trim_matches('-').to_owned()
-}
-
 /// Prepares and unprepares the claims of one DRA driver, serving one
 /// resource.
 #[derive(Debug)]
@@ -262,10 +244,9 @@ impl ClaimPreparer {
                         result.request, result.device, result.pool, self.pool
                     ));
                 }
-                let device = set
-                    .devices()
-                    .iter()
-                    .find(|d| device_name(d.id()) == result.device)
+                let device = wdp_dra_client::naming::device_id(&result.device)
+                    .ok()
+                    .and_then(|id| set.get(&id))
                     .ok_or_else(|| {
                         format!(
                             "claim {claim}: device {:?} (request {:?}) is not among the devices of {} on this node",
