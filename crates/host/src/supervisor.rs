@@ -256,10 +256,43 @@ impl Host {
     }
 
     /// Every configured resource is registered with the kubelet (on the
-    /// plugin-watcher path: its `NotifyRegistrationStatus` said so).
+    /// plugin-watcher path: its `NotifyRegistrationStatus` said so), and
+    /// every DRA driver's ResourceSlices are published.
     pub async fn ready(&self) -> bool {
+        self.not_ready().await.is_empty()
+    }
+
+    /// One line per resource that is not ready, saying why: a device-plugin
+    /// resource not registered yet; a DRA driver not registered or whose
+    /// slices are not published (with the API server's error). Device-plugin
+    /// resources never depend on the API server.
+    pub async fn not_ready(&self) -> Vec<String> {
         let running = self.running.lock().await;
-        running.values().all(Running::is_registered)
+        running
+            .iter()
+            .filter_map(|(name, r)| match r.dra() {
+                Some(driver) => driver.readiness().err().map(|why| format!("{name}: {why}")),
+                None => (!r.is_registered()).then(|| format!("{name}: not registered yet")),
+            })
+            .collect()
+    }
+
+    /// Per DRA resource: its driver's slice publishing status.
+    pub async fn dra_status(&self) -> BTreeMap<String, (String, wdp_dra_client::PublishStatus)> {
+        let running = self.running.lock().await;
+        running
+            .iter()
+            .filter_map(|(name, r)| {
+                let driver = r.dra()?;
+                Some((
+                    name.clone(),
+                    (
+                        driver.driver().to_owned(),
+                        driver.publish_status().borrow().clone(),
+                    ),
+                ))
+            })
+            .collect()
     }
 
     /// Per resource: registered, and the current device set.
@@ -340,8 +373,8 @@ impl Host {
         }
     }
 
-    /// The DRA driver serving resource `name`, if it is one: its prepared
-    /// claims and registration.
+    /// Whether the DRA driver serving resource `name` is registered with
+    /// the kubelet; `None` when it is not a DRA resource.
     pub async fn dra_registered(&self, name: &str) -> Option<bool> {
         let running = self.running.lock().await;
         running
@@ -436,6 +469,10 @@ pub(crate) fn check_dra_setup(options: &HostOptions, config: &ConfigSet) -> Resu
         });
     }
     check_plugin_dir(&options.plugins_registry_dir)?;
+    crate::cdi::check_dir(&options.cdi_dir).map_err(|source| HostError::CdiDir {
+        dir: options.cdi_dir.clone(),
+        source,
+    })?;
     for dir in [&options.plugins_dir, &options.state_dir] {
         std::fs::create_dir_all(dir).map_err(|source| HostError::PluginDir {
             dir: dir.clone(),
