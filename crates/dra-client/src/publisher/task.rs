@@ -73,9 +73,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
     .boxed();
     let mut memory = Memory::default();
     let mut backoff = Backoff::new();
-    // A list published before this task first looks counts: the
-    // `borrow_and_update` below would otherwise hide it.
-    let mut dirty = true;
+    let mut dirty = false;
     let mut last_error: Option<String> = None;
     let driver = task.target.driver.clone();
     let node = task.target.node_name.clone();
