@@ -10,8 +10,14 @@ use crate::error::ApiError;
 
 /// A client for the API server: from `kubeconfig` when given; otherwise the
 /// in-cluster service account; otherwise `KUBECONFIG` or `~/.kube/config`.
+///
+/// kube's built-in retry of 429/503/504 answers is turned off: its default
+/// goes on for minutes (15 retries, doubling from 5 ms), which would hide an
+/// outage from the publisher's status and overrun a DRA prepare call's 45 s.
+/// The publisher retries with its own backoff; callers of [`get_claim`]
+/// decide for themselves.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
-    let config = match kubeconfig {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kubeconfig_error = |source| ApiError::Kubeconfig {
                 path: path.to_owned(),
@@ -32,6 +38,7 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
                 })?,
         },
     };
+    config.default_retry = false;
     Client::try_from(config).map_err(|source| ApiError::BuildClient { source })
 }
 

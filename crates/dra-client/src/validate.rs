@@ -20,7 +20,7 @@ use crate::plan::qualified_attribute_key;
 pub const MAX_ATTRIBUTES_PER_DEVICE: usize = 32;
 /// At most this many taints per device.
 pub const MAX_TAINTS_PER_DEVICE: usize = 16;
-/// The longest string or version attribute value.
+/// The longest string or version attribute value, in bytes.
 pub const MAX_ATTRIBUTE_VALUE_LEN: usize = 64;
 /// The longest attribute identifier (the part after the domain).
 pub const MAX_ATTRIBUTE_ID_LEN: usize = 32;
@@ -154,10 +154,11 @@ fn check_taints(device: &DraDevice, report: &mut impl FnMut(String, String)) {
     }
 }
 
+/// The API server counts bytes, so a non-ASCII character counts more than once.
 fn value_length_problem(value: &str) -> Option<String> {
-    let length = value.chars().count();
+    let length = value.len();
     (length > MAX_ATTRIBUTE_VALUE_LEN)
-        .then(|| format!("{length} characters, more than the {MAX_ATTRIBUTE_VALUE_LEN} allowed"))
+        .then(|| format!("{length} bytes, more than the {MAX_ATTRIBUTE_VALUE_LEN} allowed"))
 }
 
 /// Why `key` is not `[domain/]identifier`, or `None`.

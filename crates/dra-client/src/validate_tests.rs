@@ -73,7 +73,8 @@ fn attribute_count_keys_and_values_are_checked() {
         .with_attribute("Bad_Domain/x", AttributeValue::Int(1))
         .with_attribute("i".repeat(33), AttributeValue::Int(1))
         .with_attribute("long", AttributeValue::String("s".repeat(65)))
-        .with_attribute("fits", AttributeValue::String("é".repeat(64)))
+        .with_attribute("fits", AttributeValue::String("é".repeat(32)))
+        .with_attribute("multibyte", AttributeValue::String("é".repeat(33)))
         .with_attribute("v1", AttributeValue::Version("1.2".into()))
         .with_attribute("v2", AttributeValue::Version("01.2.3".into()))
         .with_attribute("v3", AttributeValue::Version("1.2.3-".into()))
@@ -94,6 +95,7 @@ fn attribute_count_keys_and_values_are_checked() {
             "attributes[\"a/b/c\"]",
             &format!("attributes[\"{}\"]", "i".repeat(33)),
             "attributes[\"long\"].string",
+            "attributes[\"multibyte\"].string",
             "attributes[\"v1\"].version",
             "attributes[\"v2\"].version",
             "attributes[\"v3\"].version",
@@ -104,9 +106,10 @@ fn attribute_count_keys_and_values_are_checked() {
         "{problems:#?}"
     );
     assert!(problems.iter().all(|p| p.device.as_deref() == Some("gpu0")));
-    assert!(problems[5].message.contains("65 characters"));
-    assert!(problems[6].message.contains("MAJOR.MINOR.PATCH"));
-    assert!(problems[11].message.contains("66 characters"));
+    assert!(problems[5].message.contains("65 bytes"));
+    assert!(problems[6].message.contains("66 bytes"), "é is two bytes");
+    assert!(problems[7].message.contains("MAJOR.MINOR.PATCH"));
+    assert!(problems[12].message.contains("66 bytes"));
 }
 
 #[test]

@@ -40,6 +40,8 @@ pub struct PublishStatus {
     pub writes: u64,
     /// Reconcile passes completed so far, with or without writes.
     pub passes: u64,
+    /// Passes that failed so far (each retried after a growing delay).
+    pub failed_passes: u64,
 }
 
 /// The pool as a successful pass left it on the server.

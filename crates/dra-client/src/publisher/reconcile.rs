@@ -134,8 +134,9 @@ pub(crate) async fn reconcile(
         }
     }
 
+    // A pass that wrote nothing leaves `last_generation`, so retries after a
+    // rejection do not climb; one that wrote part of the pool moves it on.
     let generation = server_generation.unwrap_or(0).max(memory.last_generation) + 1;
-    memory.last_generation = generation;
     let mut planned = plan_slices(target, devices, generation);
     keep_taint_times(&mut planned, &ours);
 
@@ -185,6 +186,7 @@ pub(crate) async fn reconcile(
             }
         };
         writes += 1;
+        memory.last_generation = generation;
         memory.known.insert(
             written.name_any(),
             written.resource_version().unwrap_or_default(),

@@ -79,6 +79,8 @@ pub(crate) async fn run(mut task: PublisherTask) {
     let node = task.target.node_name.clone();
 
     loop {
+        // A publish during the last pass counts even though this borrow marks it seen.
+        dirty |= task.desired.has_changed().unwrap_or(false);
         let desired = task.desired.borrow_and_update().clone();
         if let Some(devices) = desired.filter(|_| dirty && backoff.retry_at.is_none()) {
             dirty = false;
@@ -118,6 +120,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
                     dirty = true;
                     task.status.send_modify(|status| {
                         status.error = Some(summary.clone());
+                        status.failed_passes += 1;
                         status.taints_dropped = memory.taints_dropped;
                     });
                     last_error = Some(summary);

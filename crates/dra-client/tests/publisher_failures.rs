@@ -1,0 +1,151 @@
+//! The publisher when the API server fails it: refusing, rejecting, dropping
+//! taints, restarting.
+
+mod common;
+
+use common::*;
+use wdp_dra_client::{AttributeValue, DraDevice};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_server_shows_in_the_status_until_it_recovers() {
+    let cluster = Cluster::start().await;
+    cluster.server.set_refusing(true);
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    publisher.publish(gpus(3));
+
+    let failing = status_where(&mut status, "an error", |s| s.error.is_some()).await;
+    let error = failing.error.unwrap();
+    assert!(error.contains(DRIVER) && error.contains(NODE), "{error}");
+    assert!(error.contains("503"), "{error}");
+    assert_eq!(failing.published, None);
+
+    cluster.server.set_refusing(false);
+    let recovered = status_where(&mut status, "recovery", |s| s.published.is_some()).await;
+    assert_eq!(recovered.error, None);
+    assert_eq!(device_names(&cluster.our_slices()), gpu_names(3));
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_names_the_field_and_a_fixed_list_gets_through() {
+    let cluster = Cluster::start().await;
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    let bad =
+        DraDevice::new("gpu0").with_attribute("model", AttributeValue::String("m".repeat(65)));
+    publisher.publish(vec![bad]);
+
+    let rejected = status_where(&mut status, "a rejection", |s| s.error.is_some()).await;
+    let error = rejected.error.unwrap();
+    assert!(error.contains("422"), "{error}");
+    assert!(
+        error.contains("spec.devices[0].attributes"),
+        "the field is named: {error}"
+    );
+    assert!(error.contains(DRIVER) && error.contains(NODE), "{error}");
+    assert!(cluster.our_slices().is_empty());
+
+    publisher.publish(gpus(1));
+    let fixed = status_where(&mut status, "the fixed list published", |s| {
+        s.published.is_some()
+    })
+    .await;
+    assert_eq!(fixed.error, None);
+    assert_eq!(device_names(&cluster.our_slices()), gpu_names(1));
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_taints_are_detected_and_do_not_cause_endless_writes() {
+    let cluster = Cluster::start().await;
+    cluster.server.set_taints_dropped(true);
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    let mut devices = gpus(2);
+    devices[0] = devices[0].clone().with_taint(unhealthy_taint());
+    publisher.publish(devices.clone());
+
+    let dropped = status_where(&mut status, "taints seen dropped", |s| s.taints_dropped).await;
+    assert!(dropped.published.is_some());
+    assert!(
+        cluster
+            .our_slices()
+            .iter()
+            .flat_map(|s| s.spec.devices.iter().flatten())
+            .all(|d| d.taints.is_none())
+    );
+    let writes = cluster.writes();
+
+    // Publishing the same devices again writes nothing: the missing taints are
+    // the server's doing, not a difference to fix.
+    publisher.publish(devices);
+    status_where(&mut status, "another pass", |s| s.passes > dropped.passes).await;
+    assert_eq!(cluster.writes(), writes);
+    assert!(status.borrow().taints_dropped);
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_server_restart_a_wipe_is_still_noticed() {
+    let mut cluster = Cluster::start().await;
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    publisher.publish(gpus(2));
+    status_where(&mut status, "a published pool", |s| s.published.is_some()).await;
+
+    within("the restart", cluster.server.restart())
+        .await
+        .expect("the fake restarts");
+    cluster.server.wipe_node_slices(NODE, Some(DRIVER));
+    slices_where(&cluster.server, "re-created slices", |s| {
+        device_names(s) == gpu_names(2)
+    })
+    .await;
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wipe_during_an_outage_is_repaired_once_the_server_is_back() {
+    let cluster = Cluster::start().await;
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    publisher.publish(gpus(2));
+    status_where(&mut status, "a published pool", |s| s.published.is_some()).await;
+
+    cluster.server.set_refusing(true);
+    cluster.server.wipe_node_slices(NODE, None);
+    // The history is gone too, so the watch must list again to see the wipe.
+    cluster.server.compact();
+    cluster.server.set_refusing(false);
+    slices_where(&cluster.server, "re-created slices", |s| {
+        device_names(s) == gpu_names(2)
+    })
+    .await;
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_back_off_instead_of_hammering_the_server() {
+    let cluster = Cluster::start().await;
+    cluster.server.set_refusing(true);
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    let started = std::time::Instant::now();
+    let requests_before = cluster.server.stats().requests_total;
+    publisher.publish(gpus(1));
+
+    // Five failures are four waits: 100 + 200 + 400 + 800 ms at least.
+    status_where(&mut status, "five failed passes", |s| s.failed_passes >= 5).await;
+    let elapsed = started.elapsed();
+    let requests = cluster.server.stats().requests_total - requests_before;
+    eprintln!("5 failed passes took {elapsed:?} and {requests} requests (watch retries included)");
+    assert!(
+        elapsed >= std::time::Duration::from_millis(1500),
+        "{elapsed:?}"
+    );
+    assert!(requests < 30, "{requests} requests in {elapsed:?}");
+    cluster.server.set_refusing(false);
+    status_where(&mut status, "recovery", |s| s.published.is_some()).await;
+    publisher.stop().await;
+}
