@@ -149,6 +149,7 @@ impl GuestCaller {
             )),
             config: Arc::new(spec.config.guest_config.clone()),
             resource: spec.config.resource.clone(),
+            claim: None,
         }
     }
 

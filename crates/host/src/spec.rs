@@ -56,6 +56,7 @@ impl ResourceSpec {
                 services: Arc::new(NoHardware),
                 config: Arc::new(config.guest_config.clone()),
                 resource: config.resource.clone(),
+                claim: None,
             };
             guest
                 .smoke_test(&ctx)

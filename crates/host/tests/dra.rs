@@ -200,7 +200,12 @@ async fn claims_are_prepared_into_cdi_specs_idempotently_and_unprepared_after_a_
     let (endpoint, services) = w.register().await;
     assert_eq!(
         services,
-        ["v1.DRAPlugin", "v1beta1.DRAPlugin"],
+        [
+            "v1.DRAPlugin",
+            "v1beta1.DRAPlugin",
+            "v1.DRAResourceHealth",
+            "v1alpha1.DRAResourceHealth"
+        ],
         "newest first"
     );
     assert!(
@@ -473,13 +478,28 @@ async fn an_unreachable_api_server_names_the_driver_and_spares_device_plugin_res
             .as_deref()
             .is_some_and(|l| l.starts_with("example.com/gpu: "))
     );
-    assert!(
-        !host
+    // The device-plugin resource becomes ready (its Register call returns
+    // just after the kubelet records it) while the API server still refuses.
+    tokio::time::timeout(WAIT, async {
+        while host
             .not_ready()
             .await
             .iter()
-            .any(|l| l.contains("example.com/fuse")),
-        "the device-plugin resource is ready"
+            .any(|l| l.starts_with("example.com/fuse"))
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "the device-plugin resource never got ready: {:?}",
+            futures_lines(&host)
+        )
+    });
+    assert!(
+        host.not_ready().await.iter().any(|l| l.contains(DRIVER)),
+        "the API server still refuses"
     );
     // The API server comes back: the slices follow.
     w.api.set_refusing(false);

@@ -1,6 +1,7 @@
 //! One DRA driver at run time: its `DRAPlugin` socket
-//! (`<plugins-dir>/<driver>/dra.sock`, both API versions, through the
-//! `:authority` fix) and its registration socket
+//! (`<plugins-dir>/<driver>/dra.sock`, both API versions and the
+//! `DRAResourceHealth` stream in both, through the `:authority` fix), its
+//! ResourceSlices following the device set, and its registration socket
 //! (`<plugins-registry-dir>/<driver>-reg.sock`, type `DRAPlugin`), served
 //! until stopped. The socket is served again if something removes it.
 //! Stopping removes both sockets; prepared claims, their CDI specs and the
@@ -18,19 +19,29 @@ use tokio::task::JoinHandle;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
-use wdp_dra_client::{PoolTarget, PublishStatus, PublisherHandle};
+use wdp_dra_client::{PoolTarget, PublishStatus};
 use wdp_kubelet_api::dra::{self, v1, v1beta1};
+use wdp_kubelet_api::dra_health;
 
 use super::checkpoint::Checkpoint;
+use super::health::HealthService;
 use super::kube_api::DraApi;
 use super::prepare::ClaimPreparer;
+use super::publish::SliceSync;
 use super::service::{DraPluginService, DraPluginV1beta1};
 use crate::authority::AuthorityFix;
 use crate::plugin_watcher::{RegistrationSocket, dra_plugin_info, dra_registration_socket_name};
 use crate::resource::Resource;
 
-/// The gRPC services a driver offers the kubelet, newest first.
-pub const SERVICES: [&str; 2] = [v1::SERVICE, v1beta1::SERVICE];
+/// The gRPC services a driver offers the kubelet, newest first (the
+/// kubelet takes the first `DRAPlugin` and the first `DRAResourceHealth`
+/// it supports).
+pub const SERVICES: [&str; 4] = [
+    v1::SERVICE,
+    v1beta1::SERVICE,
+    dra_health::v1::SERVICE,
+    dra_health::v1alpha1::SERVICE,
+];
 
 /// Where a driver lives on the node.
 #[derive(Clone, Debug)]
@@ -66,10 +77,9 @@ pub struct DraDriver {
     driver: String,
     preparer: Arc<ClaimPreparer>,
     registered: watch::Receiver<bool>,
-    publisher: Arc<PublisherHandle>,
+    slices: SliceSync,
     stop: CancellationToken,
     task: JoinHandle<()>,
-    follower: JoinHandle<()>,
 }
 
 impl DraDriver {
@@ -98,20 +108,21 @@ impl DraDriver {
         );
         let (registered_tx, registered) = watch::channel(false);
         let stop = parent.child_token();
-        let publisher = Arc::new((api.spawn_publisher)(
-            PoolTarget::new(driver, paths.node_name.clone()),
-            &stop,
-        ));
-        let follower = tokio::spawn(super::publish::follow_device_sets(
-            driver.to_owned(),
+        let publisher =
+            (api.spawn_publisher)(PoolTarget::new(driver, paths.node_name.clone()), &stop);
+        let slices = SliceSync::start(
+            driver,
             resource.subscribe(),
-            publisher.clone(),
-            stop.clone(),
-        ));
+            publisher,
+            resource.metrics().clone(),
+        );
+        let health = HealthService::new(resource.subscribe(), driver, paths.node_name.clone())
+            .with_stop(stop.clone());
         let task = tokio::spawn(serve_loop(
             driver.to_owned(),
             paths.clone(),
             service,
+            health,
             Arc::new(registered_tx),
             resource,
             stop.clone(),
@@ -120,23 +131,22 @@ impl DraDriver {
             driver: driver.to_owned(),
             preparer,
             registered,
-            publisher,
+            slices,
             stop,
             task,
-            follower,
         }
     }
 
     /// The slice publisher's progress (published generation, last error,
     /// whether the API server drops taints).
     pub fn publish_status(&self) -> watch::Receiver<PublishStatus> {
-        self.publisher.status()
+        self.slices.status()
     }
 
     /// Ready: registered with the kubelet and the slices published; else
     /// why not, naming the driver.
     pub fn readiness(&self) -> Result<(), String> {
-        let status = self.publisher.status().borrow().clone();
+        let status = self.slices.status().borrow().clone();
         match (self.is_registered(), &status.published, &status.error) {
             (_, _, Some(error)) => Err(format!(
                 "DRA driver {}: ResourceSlices not published: {error}",
@@ -179,10 +189,7 @@ impl DraDriver {
     pub async fn stop(self) {
         self.stop.cancel();
         let _ = self.task.await;
-        let _ = self.follower.await;
-        if let Ok(publisher) = Arc::try_unwrap(self.publisher) {
-            publisher.stop().await;
-        }
+        self.slices.stop().await;
     }
 
     /// Stops serving and deletes the driver's slices (the resource left
@@ -191,15 +198,12 @@ impl DraDriver {
     pub async fn withdraw(self) {
         self.stop.cancel();
         let _ = self.task.await;
-        let _ = self.follower.await;
-        if let Ok(publisher) = Arc::try_unwrap(self.publisher) {
-            match publisher.withdraw().await {
-                Ok(deleted) => {
-                    tracing::info!(driver = %self.driver, deleted, "ResourceSlices withdrawn")
-                }
-                Err(error) => {
-                    tracing::warn!(driver = %self.driver, %error, "cannot withdraw the ResourceSlices")
-                }
+        match self.slices.withdraw().await {
+            Ok(deleted) => {
+                tracing::info!(driver = %self.driver, deleted, "ResourceSlices withdrawn")
+            }
+            Err(error) => {
+                tracing::warn!(driver = %self.driver, %error, "cannot withdraw the ResourceSlices")
             }
         }
     }
@@ -213,6 +217,7 @@ async fn serve_loop(
     driver: String,
     paths: DriverPaths,
     service: DraPluginService,
+    health: HealthService,
     registered: Arc<watch::Sender<bool>>,
     resource: Arc<Resource>,
     stop: CancellationToken,
@@ -249,6 +254,8 @@ async fn serve_loop(
                 .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(
                     DraPluginV1beta1(service.clone()),
                 ))
+                .add_service(health.v1_server())
+                .add_service(health.v1alpha1_server())
                 .serve_with_incoming_shutdown(incoming, server_stop.clone().cancelled_owned()),
         );
         tracing::info!(%driver, socket = %socket.display(), "serving the DRA socket");

@@ -73,6 +73,7 @@ pub fn ctx_with(
         services: hardware,
         config: Arc::new(pairs(config)),
         resource: "example.com/gpu".to_string(),
+        claim: None,
     }
 }
 
