@@ -6,7 +6,8 @@
 //! and `v1alpha1`). Everything here is generated at build time from the
 //! protos in `proto/`, which are wire-identical to upstream `k8s.io/kubelet`;
 //! this crate holds no hand-written logic beyond the constants the upstream
-//! Go package exports and [`connect_unix`], which dials a Unix socket.
+//! Go package exports and [`connect_unix`] / [`connect_unix_target`], which
+//! dial a Unix socket.
 //!
 //! The generated modules allow `missing_docs` (their docs are the protos'
 //! comments, where upstream wrote any); everything hand-written is
@@ -107,4 +108,4 @@ pub mod dra_health {
 }
 
 pub mod transport;
-pub use transport::connect_unix;
+pub use transport::{connect_unix, connect_unix_target};

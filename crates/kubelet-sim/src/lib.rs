@@ -17,17 +17,24 @@
 //!
 //! [`SimPluginWatcher`] stands in for the kubelet's other registration
 //! path, the plugin watcher ([`plugin_watcher`]); it dials registration
-//! sockets the way the kubelet does ([`kubelet_dial`]).
+//! sockets the way the kubelet does ([`kubelet_dial`]). [`SimDraKubelet`]
+//! stands in for the kubelet's DRA side on the same watcher ([`dra`]):
+//! driver registration, `NodePrepareResources`/`NodeUnprepareResources`
+//! and the `NodeWatchResources` health stream.
 
 #![warn(missing_docs)]
 
+pub mod dra;
 pub mod kubelet_dial;
 pub mod plugin_watcher;
 mod registration;
+mod registry_watch;
 
 pub(crate) use registration::is_extended_resource_name;
 use registration::serve;
+use registry_watch::remove_sockets;
 
+pub use dra::{DraDriverRecord, DraSimOptions, DraSimState, SimDraKubelet};
 pub use plugin_watcher::{SimPluginWatcher, WatchedPlugin, WatcherState};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,6 +85,18 @@ pub enum SimError {
         rpc: &'static str,
         /// The status the plugin answered.
         status: Box<Status>,
+    },
+    /// A call named a DRA driver that has not registered.
+    #[error("DRA driver {0} is not registered")]
+    DriverNotRegistered(String),
+    /// A plugin's answer broke the protocol in a way the kubelet rejects
+    /// as a whole (e.g. a DRA result for a claim it did not ask for).
+    #[error("{rpc}: {problem}")]
+    BadResponse {
+        /// The RPC, e.g. `NodePrepareResources`.
+        rpc: &'static str,
+        /// What was wrong with the answer.
+        problem: String,
     },
     /// An admission could not go ahead (too few healthy free devices, or
     /// an `Allocate` answer without a container response).
@@ -435,17 +454,4 @@ pub(crate) async fn dial(
         source,
     })?;
     Ok(DevicePluginClient::new(channel))
-}
-
-/// Deletes every socket in `dir`, as the kubelet's `CleanupPluginDirectory`.
-fn remove_sockets(dir: &Path) {
-    use std::os::unix::fs::FileTypeExt;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_socket()) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
 }

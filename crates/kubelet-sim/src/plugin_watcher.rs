@@ -13,29 +13,26 @@
 //! forgotten, and sockets are discovered again.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use notify::event::{ModifyKind, RenameMode};
-use notify::{EventKind, RecursiveMode, Watcher};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
-use wdp_kubelet_api::pluginregistration::{
-    DEVICE_PLUGIN_TYPE, InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
-};
+use wdp_kubelet_api::pluginregistration::{DEVICE_PLUGIN_TYPE, PluginInfo};
 use wdp_kubelet_api::v1beta1::{
     self, AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse, Device,
     DevicePluginOptions, Empty, PreStartContainerRequest, device_plugin_client::DevicePluginClient,
 };
 
-use crate::kubelet_dial::{DialError, KubeletStyleConn};
+use crate::kubelet_dial::DialError;
+use crate::registry_watch::{
+    Handled, HandlerFuture, OpenError, RegistryWatch, SocketHandler, notify_status,
+    open_registration,
+};
 use crate::{SimError, is_extended_resource_name};
-
-const GET_INFO: &str = "/pluginregistration.Registration/GetInfo";
-const NOTIFY: &str = "/pluginregistration.Registration/NotifyRegistrationStatus";
 
 /// What the watcher knows about one registered plugin.
 #[derive(Clone, Debug)]
@@ -79,8 +76,7 @@ pub struct SimPluginWatcher {
     dir: PathBuf,
     state: Arc<watch::Sender<WatcherState>>,
     refuse: Arc<Mutex<Option<String>>>,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    watch: RegistryWatch,
     restarts: u64,
 }
 
@@ -96,19 +92,19 @@ impl SimPluginWatcher {
     /// Watches `dir` (created if missing) and registers what appears there.
     pub async fn start(dir: impl Into<PathBuf>) -> Result<Self, SimError> {
         let dir = dir.into();
-        std::fs::create_dir_all(&dir).map_err(|source| SimError::Bind {
-            path: dir.clone(),
-            source,
-        })?;
         let state = Arc::new(watch::Sender::new(WatcherState::default()));
         let refuse = Arc::new(Mutex::new(None));
-        let (stop, task) = run(&dir, state.clone(), refuse.clone())?;
+        let handler = DevicePluginHandler {
+            state: state.clone(),
+            refuse: refuse.clone(),
+            generation: AtomicU64::new(0),
+        };
+        let watch = RegistryWatch::start(&dir, Arc::new(handler))?;
         Ok(Self {
             dir,
             state,
             refuse,
-            stop,
-            task,
+            watch,
             restarts: 0,
         })
     }
@@ -137,21 +133,13 @@ impl SimPluginWatcher {
     /// Restarts like a kubelet that cleans the registry folder: stop,
     /// delete every socket there, forget every plugin, watch again.
     pub async fn restart(&mut self) -> Result<(), SimError> {
-        self.stop.cancel();
         // Nothing of the old instance may register what the new one finds.
-        let _ = (&mut self.task).await;
-        if let Ok(entries) = std::fs::read_dir(&self.dir) {
-            for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_socket()) {
-                    let _ = std::fs::remove_file(entry.path());
-                }
-            }
-        }
+        self.watch.stop_and_clean().await;
         self.state.send_modify(|s| {
             s.plugins.clear();
             s.registrations.clear();
         });
-        (self.stop, self.task) = run(&self.dir, self.state.clone(), self.refuse.clone())?;
+        self.watch.resume()?;
         self.restarts += 1;
         Ok(())
     }
@@ -215,7 +203,7 @@ impl SimPluginWatcher {
                 ids.len()
             )));
         }
-        let mut client = dial_endpoint(Path::new(&plugin.info.endpoint)).await?;
+        let mut client = crate::dial(Path::new(&plugin.info.endpoint)).await?;
         let reply = client
             .allocate(AllocateRequest {
                 container_requests: vec![ContainerAllocateRequest {
@@ -242,170 +230,52 @@ impl SimPluginWatcher {
     }
 }
 
-impl Drop for SimPluginWatcher {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn dial_endpoint(
-    path: &Path,
-) -> Result<DevicePluginClient<tonic::transport::Channel>, SimError> {
-    let limit = Duration::from_secs(10);
-    let channel = tokio::time::timeout(limit, wdp_kubelet_api::connect_unix(path.to_owned()))
-        .await
-        .map_err(|_| SimError::Timeout(limit, format!("dial {}", path.display())))?
-        .map_err(|source| SimError::Dial {
-            path: path.to_owned(),
-            source,
-        })?;
-    Ok(DevicePluginClient::new(channel))
-}
-
-enum Seen {
-    Created(PathBuf),
-    Removed(PathBuf),
-}
-
-/// Starts watching `dir`; returns the token that stops this instance.
-fn run(
-    dir: &Path,
+/// The device-plugin handler of the plugin watcher.
+struct DevicePluginHandler {
     state: Arc<watch::Sender<WatcherState>>,
     refuse: Arc<Mutex<Option<String>>>,
-) -> Result<(CancellationToken, tokio::task::JoinHandle<()>), SimError> {
-    let stop = CancellationToken::new();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let events = tx.clone();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let Ok(event) = event else { return };
-        for path in event.paths {
-            // fsnotify, as the kubelet uses it, reports a file renamed into
-            // the folder as created and one renamed away as removed.
-            let seen = match event.kind {
-                EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
-                    Seen::Created(path)
-                }
-                EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From)) => {
-                    Seen::Removed(path)
-                }
-                _ => continue,
-            };
-            let _ = events.send(seen);
-        }
-    })
-    .map_err(|e| SimError::Bind {
-        path: dir.to_owned(),
-        source: std::io::Error::other(e),
-    })?;
-    watcher
-        .watch(dir, RecursiveMode::NonRecursive)
-        .map_err(|e| SimError::Bind {
-            path: dir.to_owned(),
-            source: std::io::Error::other(e),
-        })?;
-    // Like the kubelet at start: whatever is already there counts as created.
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let _ = tx.send(Seen::Created(entry.path()));
-        }
+    generation: AtomicU64,
+}
+
+impl SocketHandler for DevicePluginHandler {
+    fn register(&self, socket: PathBuf, stop: CancellationToken) -> HandlerFuture<'_> {
+        Box::pin(async move {
+            let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+            let reason = self
+                .refuse
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            register(&socket, generation, reason, &self.state, &stop).await
+        })
     }
-    let token = stop.clone();
-    let retry = tx;
-    let task = tokio::spawn(async move {
-        let _watcher = watcher;
-        let mut generation = 0u64;
-        // Sockets handled, by inode: a socket seen twice (the first walk
-        // and its creation event) is registered once.
-        let mut handled = std::collections::HashMap::<PathBuf, u64>::new();
-        loop {
-            let seen = tokio::select! {
-                _ = token.cancelled() => return,
-                seen = rx.recv() => match seen { Some(s) => s, None => return },
-            };
-            match seen {
-                Seen::Created(path) => {
-                    let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                        continue;
-                    };
-                    let hidden = path
-                        .file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-                    if hidden || !meta.file_type().is_socket() {
-                        continue;
-                    }
-                    if handled.insert(path.clone(), meta.ino()) == Some(meta.ino()) {
-                        continue;
-                    }
-                    generation += 1;
-                    let reason = refuse
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone();
-                    let done = tokio::select! {
-                        _ = token.cancelled() => return,
-                        done = register(&path, generation, reason, &state, &token) => done,
-                    };
-                    if !done {
-                        // Like the kubelet's reconciler: try again shortly
-                        // (a socket is created by bind() before listen()).
-                        handled.remove(&path);
-                        let retry = retry.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                            let _ = retry.send(Seen::Created(path));
-                        });
-                    }
-                }
-                Seen::Removed(path) => {
-                    handled.remove(&path);
-                    state.send_modify(|s| s.plugins.retain(|_, p| p.socket != path));
-                }
-            }
-        }
-    });
-    Ok((stop, task))
+
+    fn deregister(&self, socket: &Path) {
+        self.state
+            .send_modify(|s| s.plugins.retain(|_, p| p.socket != socket));
+    }
 }
 
-/// `NotifyRegistrationStatus`, with the kubelet's 5 s limit.
-async fn notify(
-    conn: &mut KubeletStyleConn,
-    ok: bool,
-    error: String,
-) -> Result<RegistrationStatusResponse, DialError> {
-    let status = RegistrationStatus {
-        plugin_registered: ok,
-        error,
-    };
-    conn.unary(NOTIFY, &status, Duration::from_secs(5)).await
-}
-
-/// One registration, the kubelet's `RegisterPlugin` operation. False when
-/// the socket could not be dialled yet (to be tried again).
+/// One registration, the kubelet's `RegisterPlugin` operation.
 async fn register(
     socket: &Path,
     generation: u64,
     refuse: Option<String>,
     state: &Arc<watch::Sender<WatcherState>>,
     stop: &CancellationToken,
-) -> bool {
+) -> Handled {
     let fail = |reason: String| {
         tracing::warn!(socket = %socket.display(), %reason, "plugin registration failed");
         state.send_modify(|s| s.failures.push((socket.to_owned(), reason)));
-        true
+        Handled::Done
     };
-    let mut conn = match KubeletStyleConn::connect(socket).await {
-        Ok(conn) => conn,
-        Err(e) => {
+    let (mut conn, info) = match open_registration(socket).await {
+        Ok(opened) => opened,
+        Err(OpenError::NotYet(e)) => {
             tracing::debug!(socket = %socket.display(), error = %e, "cannot dial yet");
-            return false;
+            return Handled::NotYet;
         }
-    };
-    let info: PluginInfo = match conn
-        .unary(GET_INFO, &InfoRequest {}, Duration::from_secs(1))
-        .await
-    {
-        Ok(info) => info,
-        Err(e) => return fail(format!("GetInfo: {e}")),
+        Err(OpenError::GetInfo(e)) => return fail(format!("GetInfo: {e}")),
     };
     let problem = if info.r#type != DEVICE_PLUGIN_TYPE {
         Some(format!(
@@ -436,18 +306,18 @@ async fn register(
         None
     };
     if let Some(problem) = problem {
-        let _ = notify(&mut conn, false, problem.clone()).await;
+        let _ = notify_status(&mut conn, false, problem.clone()).await;
         return fail(problem);
     }
     if let Some(reason) = refuse {
-        let sent = notify(&mut conn, false, reason.clone()).await;
+        let sent = notify_status(&mut conn, false, reason.clone()).await;
         state.send_modify(|s| s.refused.push((socket.to_owned(), reason)));
         if let Err(e) = sent {
             fail(format!("NotifyRegistrationStatus: {e}"));
         }
-        return true;
+        return Handled::Done;
     }
-    let mut client = match dial_endpoint(Path::new(&info.endpoint)).await {
+    let mut client = match crate::dial(Path::new(&info.endpoint)).await {
         Ok(client) => client,
         Err(e) => return fail(e.to_string()),
     };
@@ -482,10 +352,10 @@ async fn register(
         state.clone(),
         stop.clone(),
     ));
-    if let Err(e) = notify(&mut conn, true, String::new()).await {
+    if let Err(e) = notify_status(&mut conn, true, String::new()).await {
         fail(format!("NotifyRegistrationStatus: {e}"));
     }
-    true
+    Handled::Done
 }
 
 async fn list_and_watch(

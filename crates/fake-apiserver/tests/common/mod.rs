@@ -15,7 +15,7 @@ use wdp_fake_apiserver::FakeApiServer;
 pub struct Harness {
     pub server: FakeApiServer,
     pub client: kube::Client,
-    _dir: tempfile::TempDir,
+    pub dir: tempfile::TempDir,
 }
 
 /// Starts a server and connects a client the way a driver would: from a kubeconfig file.
@@ -24,18 +24,31 @@ pub async fn start() -> Harness {
         .await
         .expect("start the fake API server");
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("kubeconfig");
-    server.write_kubeconfig(&path).expect("write kubeconfig");
-    let kubeconfig = Kubeconfig::read_from(&path).expect("kubeconfig parses");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig is usable");
-    let client = kube::Client::try_from(config).expect("client");
+    let client = client_of(&server, &dir, true).await;
     Harness {
         server,
         client,
-        _dir: dir,
+        dir,
     }
+}
+
+/// A client of `server` built from a kubeconfig written into `dir`. kube's default client
+/// retries 429/503/504 answers up to 15 times with growing delays (minutes in all);
+/// `retry: false` turns that off.
+pub async fn client_of(
+    server: &FakeApiServer,
+    dir: &tempfile::TempDir,
+    retry: bool,
+) -> kube::Client {
+    let path = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&path).expect("write kubeconfig");
+    let kubeconfig = Kubeconfig::read_from(&path).expect("kubeconfig parses");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("kubeconfig is usable");
+    config.default_retry = retry;
+    kube::Client::try_from(config).expect("client")
 }
 
 /// A valid slice `name` of `driver` on `node` with devices named `devices`.

@@ -77,30 +77,10 @@ pub(super) fn check_serving_api(
     }
 }
 
-/// A DRA driver name: a DNS subdomain (lower-case labels of at most 63
-/// characters, 253 in all), which is also what the kubelet's plugin
-/// watcher, the socket folder and the ResourceSlice `driver` field need.
+/// A DRA driver name: a DNS subdomain of at most 63 characters (what the
+/// ResourceSlice `driver` field accepts), by `wdp_dra_client`'s rule.
 pub fn validate_driver_name(driver: &str) -> Result<(), String> {
-    if driver.is_empty() || driver.len() > 253 {
-        return Err(format!(
-            "`{driver}`: a driver name must have 1 to 253 characters"
-        ));
-    }
-    for label in driver.split('.') {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && label
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !label.starts_with('-')
-            && !label.ends_with('-');
-        if !ok {
-            return Err(format!(
-                "`{driver}` is not a DNS subdomain (lower-case labels of letters, digits and '-', joined by '.'), as a DRA driver name must be"
-            ));
-        }
-    }
-    Ok(())
+    wdp_dra_client::naming::check_driver_name(driver).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -142,7 +122,7 @@ mod tests {
         let error = parse(&dra_with("driver = \"GPU_driver\"\n"))
             .unwrap_err()
             .to_string();
-        assert!(error.contains("not a DNS subdomain"), "{error}");
+        assert!(error.contains("GPU_driver"), "{error}");
     }
 
     #[test]

@@ -6,11 +6,18 @@
 //! devices (names, attributes, health taints) a ResourceSlice carries;
 //! `publish` keeps the driver's slices following the device set;
 //! `health` serves the kubelet's `DRAResourceHealth` stream; `checkpoint`
-//! is the on-disk record of prepared claims; `prepare` and `unprepare` are
-//! the per-claim decisions; `service` is the `DRAPlugin` gRPC side (v1 and
-//! v1beta1); `driver` runs one driver (sockets, registration, publisher).
+//! is the on-disk record of prepared claims; `prepare` holds the per-claim
+//! prepare and unprepare decisions and `claim_cdi` the CDI spec of one
+//! claim; `service` is the `DRAPlugin` gRPC side (v1 and v1beta1);
+//! `kube_api` connects to the API server; `driver` runs one driver
+//! (sockets, registration, slice publishing, health stream).
 
 pub mod checkpoint;
+pub mod claim_cdi;
 pub mod devices;
+pub mod driver;
 pub mod health;
+pub mod kube_api;
+pub mod prepare;
 pub mod publish;
+pub mod service;

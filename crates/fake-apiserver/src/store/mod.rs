@@ -1,0 +1,289 @@
+//! The object store: one global resourceVersion counter, the objects of each kind, and per kind
+//! a bounded history of changes that watches resume from, plus a broadcast of new changes.
+//!
+//! Every write runs under one lock: it checks the request against the stored object (existence,
+//! resourceVersion, preconditions), runs the kind's admission step, stamps the server-owned
+//! metadata (`uid`, `resourceVersion`, `creationTimestamp`, `generation`) and records the change
+//! (the writes live in [`writes`]).
+
+mod writes;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use tokio::sync::{broadcast, watch};
+
+use crate::identity::now;
+use crate::kinds::{AdmissionPolicy, StoredKind};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::stats::Stats;
+use crate::status::ApiError;
+
+/// How many changes per kind a watch can resume across.
+const HISTORY_LEN: usize = 4096;
+/// How many changes a live watch may fall behind before it is ended.
+const BROADCAST_LEN: usize = 1024;
+
+/// `(namespace, name)`; the namespace is "" for cluster-scoped kinds.
+pub(crate) type ObjectKey = (String, String);
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One recorded change of an object.
+#[derive(Debug)]
+pub(crate) struct Change<K> {
+    pub(crate) kind: ChangeKind,
+    pub(crate) resource_version: u64,
+    /// The object after the change (for deletions: as it was, with the deletion's version).
+    pub(crate) object: K,
+    /// The object before a modification, so that a filtered watch can tell enter from leave.
+    pub(crate) previous: Option<K>,
+}
+
+/// The objects of one kind with their change history.
+pub(crate) struct Collection<K> {
+    objects: BTreeMap<ObjectKey, K>,
+    history: VecDeque<Arc<Change<K>>>,
+    /// Watches must start at or after this version; older changes are gone.
+    compacted_through: u64,
+    events: broadcast::Sender<Arc<Change<K>>>,
+}
+
+impl<K> Default for Collection<K> {
+    fn default() -> Self {
+        Self {
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            compacted_through: 0,
+            events: broadcast::channel(BROADCAST_LEN).0,
+        }
+    }
+}
+
+impl<K: StoredKind> Collection<K> {
+    /// Drops the history up to `version`: watches from before it get 410 Expired.
+    fn forget_history(&mut self, version: u64) {
+        self.history.clear();
+        self.compacted_through = version;
+    }
+
+    fn record(&mut self, change: Change<K>) {
+        let change = Arc::new(change);
+        if self.history.len() == HISTORY_LEN
+            && let Some(dropped) = self.history.pop_front()
+        {
+            self.compacted_through = dropped.resource_version;
+        }
+        self.history.push_back(change.clone());
+        // No receivers is fine: nobody is watching.
+        let _ = self.events.send(change);
+    }
+}
+
+/// Everything stored, under one lock.
+#[derive(Default)]
+pub(crate) struct State {
+    resource_version: u64,
+    pub(crate) slices: Collection<ResourceSlice>,
+    pub(crate) claims: Collection<ResourceClaim>,
+    pub(crate) nodes: Collection<Node>,
+}
+
+/// Which objects a list, watch or collection delete is about.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Filter {
+    /// `None`: all namespaces (and cluster-scoped kinds).
+    pub(crate) namespace: Option<String>,
+    pub(crate) fields: FieldSelector,
+    pub(crate) labels: LabelSelector,
+}
+
+impl Filter {
+    /// Whether `object` is selected.
+    pub(crate) fn matches<K: StoredKind>(&self, object: &K) -> bool {
+        let meta = object.metadata();
+        if let Some(ns) = &self.namespace
+            && meta.namespace.as_deref().unwrap_or("") != ns
+        {
+            return false;
+        }
+        self.fields.matches(|key| object.field_value(key))
+            && self.labels.matches(meta.labels.as_ref())
+    }
+}
+
+/// `metadata.preconditions` of a delete.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Preconditions {
+    pub(crate) uid: Option<String>,
+    pub(crate) resource_version: Option<String>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchFrom {
+    /// Synthetic ADDED events for the current objects, then live changes.
+    CurrentState,
+    /// Changes after this resourceVersion.
+    After(u64),
+}
+
+/// An opened watch: the events to send first, then the live feed.
+pub(crate) struct WatchStart<K> {
+    pub(crate) backlog: Vec<Arc<Change<K>>>,
+    pub(crate) live: broadcast::Receiver<Arc<Change<K>>>,
+    /// The resourceVersion the backlog brings the watcher to.
+    pub(crate) resource_version: u64,
+}
+
+/// The store shared by the HTTP handlers and the test-facing [`crate::FakeApiServer`] methods.
+pub(crate) struct Store {
+    state: Mutex<State>,
+    /// The resourceVersion after the latest write; `wait_for_slices` waits on it.
+    latest: watch::Sender<u64>,
+    taints_dropped: Mutex<bool>,
+    pub(crate) stats: Mutex<Stats>,
+}
+
+impl Store {
+    /// An empty store at resourceVersion 0.
+    pub(crate) fn new() -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            latest: watch::channel(0).0,
+            taints_dropped: Mutex::new(false),
+            stats: Mutex::new(Stats::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent data: every write checks before it mutates.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Sets whether device taints are dropped on writes.
+    pub(crate) fn set_taints_dropped(&self, dropped: bool) {
+        *self
+            .taints_dropped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = dropped;
+    }
+
+    fn policy(&self) -> AdmissionPolicy {
+        AdmissionPolicy {
+            taints_dropped: *self
+                .taints_dropped
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+            now: now(),
+        }
+    }
+
+    /// A receiver that sees the resourceVersion after every write.
+    pub(crate) fn subscribe_writes(&self) -> watch::Receiver<u64> {
+        self.latest.subscribe()
+    }
+
+    fn next_version(&self, state: &mut State) -> u64 {
+        state.resource_version += 1;
+        state.resource_version
+    }
+
+    fn announce(&self, version: u64) {
+        self.latest.send_replace(version);
+    }
+
+    /// One object.
+    pub(crate) fn get<K: StoredKind>(&self, namespace: &str, name: &str) -> Result<K, ApiError> {
+        let state = self.lock();
+        K::collection(&state)
+            .objects
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| not_found::<K>(name))
+    }
+
+    /// The selected objects, ordered by namespace and name, with the list's resourceVersion.
+    pub(crate) fn list<K: StoredKind>(&self, filter: &Filter) -> (Vec<K>, u64) {
+        let state = self.lock();
+        let items = K::collection(&state)
+            .objects
+            .values()
+            .filter(|o| filter.matches(*o))
+            .cloned()
+            .collect();
+        (items, state.resource_version)
+    }
+
+    /// Opens a watch: the backlog to send first and the live feed after it.
+    pub(crate) fn watch<K: StoredKind>(
+        &self,
+        filter: &Filter,
+        from: WatchFrom,
+    ) -> Result<WatchStart<K>, ApiError> {
+        let state = self.lock();
+        let collection = K::collection(&state);
+        let live = collection.events.subscribe();
+        let backlog = match from {
+            WatchFrom::CurrentState => collection
+                .objects
+                .values()
+                .filter(|o| filter.matches(*o))
+                .map(|o| {
+                    let resource_version = o
+                        .metadata()
+                        .resource_version
+                        .as_deref()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    Arc::new(Change {
+                        kind: ChangeKind::Added,
+                        resource_version,
+                        object: o.clone(),
+                        previous: None,
+                    })
+                })
+                .collect(),
+            WatchFrom::After(version) => {
+                if version < collection.compacted_through {
+                    return Err(ApiError::expired(version, collection.compacted_through));
+                }
+                collection
+                    .history
+                    .iter()
+                    .filter(|c| c.resource_version > version)
+                    .cloned()
+                    .collect()
+            }
+        };
+        Ok(WatchStart {
+            backlog,
+            live,
+            resource_version: state.resource_version,
+        })
+    }
+
+    /// Forgets all change history: watches from any version before now get 410 Expired.
+    pub(crate) fn compact(&self) {
+        let mut state = self.lock();
+        let now = state.resource_version;
+        state.slices.forget_history(now);
+        state.claims.forget_history(now);
+        state.nodes.forget_history(now);
+    }
+}
+
+/// 404 for `name` of kind `K`.
+fn not_found<K: StoredKind>(name: &str) -> ApiError {
+    ApiError::not_found(K::URL_PATH_SEGMENT, K::GROUP, name)
+}
