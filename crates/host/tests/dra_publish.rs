@@ -68,6 +68,8 @@ async fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
+    // Two TLS providers end up linked into the test binary; pick kube's.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = wdp_dra_client::client(Some(&kubeconfig)).await.unwrap();
     let publisher = SlicePublisher::spawn(
         client,

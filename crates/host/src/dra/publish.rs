@@ -6,8 +6,8 @@
 //! live reload) into DRA devices ([`super::devices::dra_devices`]) and hands
 //! them to `PublisherHandle::publish` when they differ from the last ones
 //! handed over (the publisher itself writes nothing for an unchanged pool);
-//! the other follows the publisher's status into the metrics (failed
-//! passes, published generation and slice count) and the log (an error
+//! the other follows the publisher's status into the metrics (every
+//! failed pass, published generation and slice count) and the log (an error
 //! once when it appears or changes, its recovery, the API server dropping
 //! taints). Devices or attributes that cannot be published are logged once
 //! per change of that list.
@@ -159,6 +159,7 @@ async fn report_status(
 ) {
     let mut last_error: Option<String> = None;
     let mut taints_dropped = false;
+    let mut counted_failures = status.borrow().failed_passes;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -173,9 +174,12 @@ async fn report_status(
         if let Some(pool) = &current.published {
             metrics.set_dra_published(&driver, pool.generation, pool.slices);
         }
+        for _ in counted_failures..current.failed_passes {
+            metrics.dra_publish_error(&driver);
+        }
+        counted_failures = counted_failures.max(current.failed_passes);
         match (&current.error, &last_error) {
             (Some(error), _) => {
-                metrics.dra_publish_error(&driver);
                 if last_error.as_ref() != Some(error) {
                     tracing::warn!(driver = %driver, "ResourceSlices not published: {error}");
                 }
