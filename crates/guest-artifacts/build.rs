@@ -138,7 +138,19 @@ const GUESTS: &[GuestCrate] = &[
         package: "compat-newer-patch",
         constant: "COMPAT_NEWER_PATCH",
         example: false,
-        doc: "Loads: a health guest built against the WIT package at 0.1.1.",
+        doc: "Loads: a health guest built against the WIT package at 0.1.2.",
+    },
+    GuestCrate {
+        package: "compat-older-patch",
+        constant: "COMPAT_OLDER_PATCH",
+        example: false,
+        doc: "Loads: a health guest built against the WIT package at 0.1.0 (before the `claim` import).",
+    },
+    GuestCrate {
+        package: "claim-echo",
+        constant: "CLAIM_ECHO",
+        example: false,
+        doc: "Test allocate + pre-start guest: echoes the DRA claim and its opaque configs into env vars; pre-start refuses when a config says \"refuse-pre-start\".",
     },
 ];
 

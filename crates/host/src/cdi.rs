@@ -72,11 +72,14 @@ pub struct ContainerEdits {
     pub hooks: Vec<CdiHook>,
 }
 
-/// A CDI device node (host path = container path).
+/// A CDI device node.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CdiNode {
-    /// The path, the same on the host and in the container.
+    /// The path in the container (and on the host unless `host_path`).
     pub path: String,
+    /// The path on the host, when it differs (CDI 0.5.0).
+    #[serde(rename = "hostPath", skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<String>,
     /// `c` or `b` when known.
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub node_type: Option<&'static str>,
@@ -160,7 +163,7 @@ pub fn check_device_name(name: &str) -> Result<(), String> {
     }
 }
 
-fn cdi_node(node: &DeviceNode, permissions: &str) -> CdiNode {
+pub(crate) fn cdi_node(node: &DeviceNode, permissions: &str) -> CdiNode {
     let known = node.major != 0 || node.minor != 0;
     let node_type = match node.node_type {
         NodeType::Char if known => Some("c"),
@@ -169,6 +172,7 @@ fn cdi_node(node: &DeviceNode, permissions: &str) -> CdiNode {
     };
     CdiNode {
         path: node.path.clone(),
+        host_path: None,
         node_type,
         major: node_type.map(|_| node.major),
         minor: node_type.map(|_| node.minor),
@@ -176,7 +180,11 @@ fn cdi_node(node: &DeviceNode, permissions: &str) -> CdiNode {
     }
 }
 
-fn edits(edits: &CdiEdits, companions: &[DeviceNode], permissions: &str) -> ContainerEdits {
+pub(crate) fn edits(
+    edits: &CdiEdits,
+    companions: &[DeviceNode],
+    permissions: &str,
+) -> ContainerEdits {
     ContainerEdits {
         env: edits.env.clone(),
         device_nodes: companions
@@ -234,7 +242,8 @@ pub fn spec(config: &ResourceConfig, set: &DeviceSet) -> Spec {
 
 /// The lowest CDI version that can express `spec` (the upstream library's
 /// rules for the fields this host writes): a class with a dot needs 0.6.0,
-/// a device name starting with a digit (a PCI address) 0.5.0; else 0.3.0.
+/// a device name starting with a digit (a PCI address) or a device node
+/// with its own host path 0.5.0; else 0.3.0.
 pub fn minimum_version(spec: &Spec) -> &'static str {
     let class_has_dot = spec
         .kind
@@ -246,6 +255,10 @@ pub fn minimum_version(spec: &Spec) -> &'static str {
         .devices
         .iter()
         .any(|d| d.name.starts_with(|c: char| c.is_ascii_digit()))
+        || std::iter::once(&spec.container_edits)
+            .chain(spec.devices.iter().map(|d| &d.container_edits))
+            .flat_map(|e| &e.device_nodes)
+            .any(|n| n.host_path.is_some())
     {
         "0.5.0"
     } else {
@@ -256,13 +269,21 @@ pub fn minimum_version(spec: &Spec) -> &'static str {
 /// Writes `spec` for `resource` into `dir` atomically; returns the file.
 pub fn write(dir: &Path, resource: &str, spec: &Spec) -> std::io::Result<PathBuf> {
     let file = spec_file(dir, resource);
+    write_file(&file, spec)?;
+    Ok(file)
+}
+
+/// Writes `spec` to `file` atomically (a temporary file in the same
+/// folder, then a rename).
+pub fn write_file(file: &Path, spec: &Spec) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
     let mut bytes = serde_json::to_vec_pretty(spec).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     tmp.write_all(&bytes)?;
     tmp.as_file().sync_all()?;
-    tmp.persist(&file).map_err(|e| e.error)?;
-    Ok(file)
+    tmp.persist(file).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Makes sure specs can be written into `dir`: created if missing, and a

@@ -82,6 +82,14 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// A DRA resource cannot be served (no node name, no API client).
+    #[error("{}: DRA: {problem}", file.display())]
+    Dra {
+        /// The resource file.
+        file: PathBuf,
+        /// What is missing.
+        problem: String,
+    },
     /// A folder cannot be watched for changes.
     #[error("cannot watch {}: {source}", dir.display())]
     Watch {

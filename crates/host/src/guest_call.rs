@@ -151,6 +151,7 @@ impl GuestCaller {
             config: Arc::new(spec.config.guest_config.clone()),
             resource: spec.config.resource.clone(),
             generation,
+            claim: None,
         }
     }
 

@@ -29,6 +29,7 @@ pub mod companions;
 pub mod config;
 mod convert;
 pub mod device_set;
+pub mod dra;
 pub mod error;
 pub mod guest_call;
 pub mod limits;

@@ -88,6 +88,52 @@ pub struct RegistrationLabels {
     pub result: String,
 }
 
+/// Label set: the DRA driver.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DriverLabel {
+    /// The DRA driver name.
+    pub driver: String,
+}
+
+/// Label set: the DRA driver and the claim operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DraClaimLabels {
+    /// The DRA driver name.
+    pub driver: String,
+    /// `prepare` or `unprepare`.
+    pub operation: String,
+}
+
+/// Label set: the DRA driver, the claim operation and its outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DraClaimResultLabels {
+    /// The DRA driver name.
+    pub driver: String,
+    /// `prepare` or `unprepare`.
+    pub operation: String,
+    /// `success` or `failure`.
+    pub result: String,
+}
+
+/// What the kubelet asked a DRA driver to do with one claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DraOperation {
+    /// `NodePrepareResources`, one claim of it.
+    Prepare,
+    /// `NodeUnprepareResources`, one claim of it.
+    Unprepare,
+}
+
+impl DraOperation {
+    /// The label value: `prepare` or `unprepare`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prepare => "prepare",
+            Self::Unprepare => "unprepare",
+        }
+    }
+}
+
 /// Every metric the host records, registered once.
 #[derive(Debug)]
 pub struct Metrics {
@@ -116,6 +162,16 @@ pub struct Metrics {
     pub kubelet_restarts: Counter,
     /// `wasm_device_plugin_list_and_watch_streams`.
     pub watchers: Family<ResourceLabel, Gauge>,
+    /// `wasm_device_plugin_dra_claims_total`.
+    pub dra_claims: Family<DraClaimResultLabels, Counter>,
+    /// `wasm_device_plugin_dra_claim_duration_seconds`.
+    pub dra_claim_duration: Family<DraClaimLabels, Histogram>,
+    /// `wasm_device_plugin_dra_slice_publish_errors_total`.
+    pub dra_publish_errors: Family<DriverLabel, Counter>,
+    /// `wasm_device_plugin_dra_published_generation`.
+    pub dra_published_generation: Family<DriverLabel, Gauge>,
+    /// `wasm_device_plugin_dra_published_slices`.
+    pub dra_published_slices: Family<DriverLabel, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -201,6 +257,7 @@ impl Metrics {
             "Open ListAndWatch streams per resource",
             watchers.clone(),
         );
+        let dra = DraMetrics::register(&mut registry);
         Arc::new(Self {
             registry,
             devices,
@@ -215,6 +272,11 @@ impl Metrics {
             registrations,
             kubelet_restarts,
             watchers,
+            dra_claims: dra.claims,
+            dra_claim_duration: dra.claim_duration,
+            dra_publish_errors: dra.publish_errors,
+            dra_published_generation: dra.published_generation,
+            dra_published_slices: dra.published_slices,
         })
     }
 
@@ -314,5 +376,158 @@ impl Metrics {
             })
             .inc();
         self.config_valid.set(i64::from(ok));
+    }
+
+    /// Counts one claim of a `NodePrepareResources` or
+    /// `NodeUnprepareResources` call by outcome and records how long that
+    /// claim took (for prepare: claim read, guests and CDI write included).
+    pub fn observe_dra_claim(
+        &self,
+        driver: &str,
+        operation: DraOperation,
+        ok: bool,
+        elapsed: Duration,
+    ) {
+        self.dra_claim_duration
+            .get_or_create(&DraClaimLabels {
+                driver: driver.to_owned(),
+                operation: operation.as_str().to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+        self.dra_claims
+            .get_or_create(&DraClaimResultLabels {
+                driver: driver.to_owned(),
+                operation: operation.as_str().to_owned(),
+                result: if ok { "success" } else { "failure" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one failed ResourceSlice publish pass of `driver`.
+    pub fn dra_publish_error(&self, driver: &str) {
+        self.dra_publish_errors
+            .get_or_create(&DriverLabel {
+                driver: driver.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records the pool generation and slice count `driver` last published.
+    pub fn set_dra_published(&self, driver: &str, generation: i64, slices: usize) {
+        let label = DriverLabel {
+            driver: driver.to_owned(),
+        };
+        self.dra_published_generation
+            .get_or_create(&label)
+            .set(generation);
+        self.dra_published_slices
+            .get_or_create(&label)
+            .set(i64::try_from(slices).unwrap_or(i64::MAX));
+    }
+
+    /// Drops the per-driver gauges of a DRA resource that left the config.
+    pub fn forget_driver(&self, driver: &str) {
+        let label = DriverLabel {
+            driver: driver.to_owned(),
+        };
+        self.dra_published_generation.remove(&label);
+        self.dra_published_slices.remove(&label);
+    }
+}
+
+/// The DRA metric families, registered together.
+struct DraMetrics {
+    claims: Family<DraClaimResultLabels, Counter>,
+    claim_duration: Family<DraClaimLabels, Histogram>,
+    publish_errors: Family<DriverLabel, Counter>,
+    published_generation: Family<DriverLabel, Gauge>,
+    published_slices: Family<DriverLabel, Gauge>,
+}
+
+impl DraMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let claims = Family::<DraClaimResultLabels, Counter>::default();
+        registry.register(
+            "dra_claims",
+            "Claims of NodePrepareResources / NodeUnprepareResources calls, by driver, operation and result",
+            claims.clone(),
+        );
+        let claim_duration = Family::<DraClaimLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> _,
+        );
+        registry.register(
+            "dra_claim_duration_seconds",
+            "Time to prepare or unprepare one claim (claim read, guests and CDI write included)",
+            claim_duration.clone(),
+        );
+        let publish_errors = Family::<DriverLabel, Counter>::default();
+        registry.register(
+            "dra_slice_publish_errors",
+            "ResourceSlice publish passes that failed (API server unreachable, slice rejected, conflict)",
+            publish_errors.clone(),
+        );
+        let published_generation = Family::<DriverLabel, Gauge>::default();
+        registry.register(
+            "dra_published_generation",
+            "Pool generation of the driver's ResourceSlices last published",
+            published_generation.clone(),
+        );
+        let published_slices = Family::<DriverLabel, Gauge>::default();
+        registry.register(
+            "dra_published_slices",
+            "ResourceSlices the driver last published for this node",
+            published_slices.clone(),
+        );
+        Self {
+            claims,
+            claim_duration,
+            publish_errors,
+            published_generation,
+            published_slices,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dra_records_show_up_in_the_exposition() {
+        let metrics = Metrics::new();
+        let driver = "gpu.example.com";
+        metrics.observe_dra_claim(
+            driver,
+            DraOperation::Prepare,
+            true,
+            Duration::from_millis(3),
+        );
+        metrics.observe_dra_claim(
+            driver,
+            DraOperation::Prepare,
+            false,
+            Duration::from_millis(1),
+        );
+        metrics.observe_dra_claim(driver, DraOperation::Unprepare, true, Duration::ZERO);
+        metrics.dra_publish_error(driver);
+        metrics.set_dra_published(driver, 7, 2);
+        let text = metrics.encode();
+        for line in [
+            r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="success"} 1"#,
+            r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="failure"} 1"#,
+            r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="unprepare",result="success"} 1"#,
+            r#"wasm_device_plugin_dra_claim_duration_seconds_count{driver="gpu.example.com",operation="prepare"} 2"#,
+            r#"wasm_device_plugin_dra_slice_publish_errors_total{driver="gpu.example.com"} 1"#,
+            r#"wasm_device_plugin_dra_published_generation{driver="gpu.example.com"} 7"#,
+            r#"wasm_device_plugin_dra_published_slices{driver="gpu.example.com"} 2"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        metrics.forget_driver(driver);
+        let text = metrics.encode();
+        assert!(
+            !text.contains(r#"wasm_device_plugin_dra_published_generation{"#),
+            "{text}"
+        );
     }
 }

@@ -10,6 +10,10 @@
 //! reports the outcome with `NotifyRegistrationStatus`. Removing the socket
 //! deregisters the resource.
 //!
+//! A DRA driver registers the same way, always (the plugin watcher is its
+//! only path): `<driver>-reg.sock` answers type `DRAPlugin`, the driver
+//! name, its `dra.sock` and the gRPC service names it serves.
+//!
 //! `RegistrationSocket` serves one resource's registration socket, through
 //! [`crate::authority::AuthorityFix`] because the kubelet sends the socket's
 //! path as `:authority`. The socket is served again when it disappears
@@ -131,6 +135,27 @@ pub fn plugin_info(resource: &str, endpoint: &Path) -> PluginInfo {
     }
 }
 
+/// What `GetInfo` answers for DRA driver `driver` served at `endpoint`
+/// offering `services` (gRPC service names such as `v1.DRAPlugin`, newest
+/// first: the kubelet takes the first it supports).
+pub fn dra_plugin_info(driver: &str, endpoint: &Path, services: &[&str]) -> PluginInfo {
+    PluginInfo {
+        r#type: pluginregistration::DRA_PLUGIN_TYPE.to_owned(),
+        name: driver.to_owned(),
+        endpoint: std::path::absolute(endpoint)
+            .unwrap_or_else(|_| endpoint.to_owned())
+            .display()
+            .to_string(),
+        supported_versions: services.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+/// File name of DRA driver `driver`'s registration socket:
+/// `<driver>-reg.sock`.
+pub fn dra_registration_socket_name(driver: &str) -> String {
+    format!("{driver}-reg.sock")
+}
+
 /// One resource's registration socket, served until stopped.
 #[derive(Debug)]
 pub(crate) struct RegistrationSocket {
@@ -150,21 +175,43 @@ impl RegistrationSocket {
         metrics: Arc<Metrics>,
         parent: &CancellationToken,
     ) -> Self {
-        let stop = parent.child_token();
         let socket_name = registration_socket_name(
             &endpoint
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         );
-        let path = registry_dir.join(socket_name);
-        let service = RegistrationService {
-            info: plugin_info(&resource, endpoint),
+        let info = plugin_info(&resource, endpoint);
+        Self::serve(
             resource,
+            registry_dir.join(socket_name),
+            info,
+            registered,
+            metrics,
+            parent,
+        )
+    }
+
+    /// Serves `socket` (in the plugins registry folder) answering `GetInfo`
+    /// with `info`; `name` labels logs and metrics. `registered` follows
+    /// `NotifyRegistrationStatus`. Any plugin type: device plugins and DRA
+    /// drivers register the same way.
+    pub(crate) fn serve(
+        name: String,
+        socket: PathBuf,
+        info: PluginInfo,
+        registered: Arc<watch::Sender<bool>>,
+        metrics: Arc<Metrics>,
+        parent: &CancellationToken,
+    ) -> Self {
+        let stop = parent.child_token();
+        let service = RegistrationService {
+            info,
+            resource: name,
             registered,
             metrics,
         };
-        let task = tokio::spawn(serve_loop(service, path, stop.clone()));
+        let task = tokio::spawn(serve_loop(service, socket, stop.clone()));
         Self { stop, task }
     }
 

@@ -165,6 +165,7 @@ impl Host {
             .map_err(HostError::Task)??;
         new_config.check_socket_paths(&self.options.device_plugin_dir)?;
         crate::supervisor::check_cdi_dir(&self.options.cdi_dir, &new_config)?;
+        crate::supervisor::check_dra_setup(&self.options, &new_config)?;
         if self.registration_path() == crate::plugin_watcher::RegistrationPath::PluginWatcher {
             crate::supervisor::check_registration_socket_paths(
                 &self.options.plugins_registry_dir,
@@ -222,7 +223,7 @@ impl Host {
             .collect();
         for name in gone {
             if let Some(r) = running.remove(&name) {
-                r.stop().await;
+                r.withdraw().await;
                 self.metrics.forget_resource(&name);
                 // Its CDI spec goes with it (a no-op when it wrote none).
                 if let Err(error) = crate::cdi::remove(&self.options.cdi_dir, &name) {
@@ -233,7 +234,7 @@ impl Host {
         }
         for (name, spec) in specs {
             if let Some(resource) = fresh.remove(&name) {
-                running.insert(name.clone(), self.launch(resource));
+                running.insert(name.clone(), self.launch(resource).await?);
                 summary.added.push(name);
                 continue;
             }
@@ -248,7 +249,7 @@ impl Host {
             let reregister = spec.config.registration_differs(&old.config);
             r.resource.replace_spec(spec);
             if reregister {
-                r.server.reregister();
+                r.reregister();
             }
             summary.updated.push(name);
         }

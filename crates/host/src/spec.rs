@@ -57,6 +57,7 @@ impl ResourceSpec {
                 config: Arc::new(config.guest_config.clone()),
                 resource: config.resource.clone(),
                 generation: None,
+                claim: None,
             };
             guest
                 .smoke_test(&ctx)

@@ -23,7 +23,7 @@ use crate::{CallContext, CallEvent, CallLimits, Hook, NoHardware};
 /// The WIT package every hook belongs to.
 const PACKAGE: &str = "wasm-device-plugin:policy";
 /// The package version this host implements.
-const HOST_VERSION: &str = "0.1.0";
+const HOST_VERSION: &str = "0.1.1";
 /// The guest versions it accepts.
 const HOST_RANGE: &str = "0.1.x";
 /// The longest guest error message kept.
@@ -166,6 +166,7 @@ impl Prepared {
             resource: String::new(),
             services: Arc::new(NoHardware),
             config: Arc::new(Vec::new()),
+            claim: None,
         };
         let mut store = new_store(shared, info, limits);
         let instance = self

@@ -46,6 +46,8 @@ pub(crate) struct CallInfo {
     pub(crate) resource: String,
     pub(crate) services: Arc<dyn HostServices>,
     pub(crate) config: Arc<Vec<(String, String)>>,
+    /// What the `claim` import returns (DRA prepare calls only).
+    pub(crate) claim: crate::claim::SharedClaim,
 }
 
 /// The data of one short-lived store (one call).
@@ -92,6 +94,11 @@ impl CallState {
     /// What the guest wrote to stderr (bounded), trimmed.
     pub(crate) fn stderr(&self) -> String {
         self.stderr.contents()
+    }
+
+    /// The claim this call serves, if any.
+    pub(crate) fn claim(&self) -> Option<&crate::claim::ClaimInfo> {
+        self.info.claim.as_deref()
     }
 
     fn hook_name(&self) -> &'static str {
@@ -341,6 +348,7 @@ impl Pollable for StderrTail {
 }
 
 /// The linker every guest is pre-linked with: `host`, `hardware`, `types`,
+/// `claim`,
 /// and WASI p2 (served from an empty context, with blocking functions
 /// turned into traps).
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
@@ -350,6 +358,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     host::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
     hardware::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
     wit_types::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+    crate::claim::add_to_linker(&mut linker)?;
     Ok(linker)
 }
 

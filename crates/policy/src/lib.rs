@@ -3,7 +3,7 @@
 //! Per-device policy (which devices to advertise, whether they are healthy,
 //! which to hand out together, what a container receives, what to check
 //! before it starts) runs as WebAssembly components written against the
-//! WIT package `wasm-device-plugin:policy@0.1.0` (`wit/policy.wit`). This
+//! WIT package `wasm-device-plugin:policy@0.1.1` (`wit/policy.wit`). This
 //! crate hosts them: one [`PolicyEngine`] (a wasmtime engine with the
 //! component model, epoch interruption and the pooling allocator, plus an
 //! epoch ticker thread) loads guests with [`PolicyEngine::load_file`] —
@@ -19,7 +19,9 @@
 //! out-of-memory also throws the instance away.
 //!
 //! Guests get the `host` and `hardware` imports (served by the caller's
-//! [`HostServices`]) and the WASI p2 imports their toolchains add, served
+//! [`HostServices`]), the `claim` import (the DRA claim of a prepare call,
+//! [`CallContext::claim`], added in WIT 0.1.1) and the WASI p2 imports
+//! their toolchains add, served
 //! from an empty context: no files, no environment, no arguments, no
 //! network, clocks frozen at zero, stdin closed, stdout discarded, stderr
 //! kept (bounded) only to explain a trap. Blocking WASI calls (sleeping,
@@ -35,6 +37,7 @@
 #![warn(missing_docs)]
 
 mod bindings;
+mod claim;
 mod engine;
 pub mod error;
 mod guest;
@@ -50,6 +53,7 @@ mod warm;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use claim::ClaimInfo;
 pub use engine::{
     CacheStats, DEFAULT_UNUSED_CACHE_BYTES, EngineSettings, MAX_GUEST_FILE_BYTES, PolicyEngine,
     guest_file_hash,
@@ -67,7 +71,7 @@ pub use types::{
 
 /// The WIT package version this host implements (guests built against any
 /// `0.1.x` load).
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.1.1";
 
 /// Limits of one hook call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +147,9 @@ pub struct CallContext {
     /// [`Guest::choose_by_index`] is sent once per generation. `None`: a
     /// fresh instance, thrown away after the call.
     pub generation: Option<u64>,
+    /// What the `claim` import returns: the DRA claim an `allocate` or
+    /// `pre-start` call serves; `None` for device-plugin calls.
+    pub claim: Option<Arc<ClaimInfo>>,
 }
 
 impl CallContext {
@@ -155,7 +162,15 @@ impl CallContext {
             config: Arc::new(Vec::new()),
             resource: String::new(),
             generation: None,
+            claim: None,
         }
+    }
+
+    /// The same context serving `claim` (see [`CallContext::claim`]).
+    #[must_use]
+    pub fn with_claim(mut self, claim: Arc<ClaimInfo>) -> Self {
+        self.claim = Some(claim);
+        self
     }
 }
 
@@ -166,6 +181,7 @@ impl std::fmt::Debug for CallContext {
             .field("config", &self.config)
             .field("resource", &self.resource)
             .field("generation", &self.generation)
+            .field("claim", &self.claim)
             .finish_non_exhaustive()
     }
 }

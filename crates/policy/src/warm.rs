@@ -122,6 +122,7 @@ impl Guest {
             resource: ctx.resource.clone(),
             services: Arc::clone(&ctx.services),
             config: Arc::clone(&ctx.config),
+            claim: ctx.claim.clone(),
         };
         let generation = ctx.generation.filter(|_| self.shared.warm_instances);
         if let Some(generation) = generation

@@ -49,6 +49,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             cdi_dir: folder.path().join("cdi"),
             registration: wdp_host::RegistrationMode::Kubelet,
             plugins_registry_dir: folder.path().join("plugins_registry"),
+            plugins_dir: folder.path().join("plugins"),
+            state_dir: folder.path().join("state"),
+            kubeconfig: None,
+            node_name: "demo-node".to_owned(),
         },
         Metrics::new(),
     )

@@ -1,5 +1,6 @@
 //! The operator's HTTP endpoint: `/metrics`, `/healthz` (the process
-//! answers) and `/readyz` (every resource is registered).
+//! answers) and `/readyz` (every resource is registered, every DRA
+//! driver's slices published; else one line per resource saying why).
 //!
 //! `/metrics` speaks the Prometheus text format 0.0.4 unless the scraper's
 //! `Accept` header prefers OpenMetrics 1.0 (Prometheus itself asks for it by
@@ -131,11 +132,7 @@ fn prometheus_text(openmetrics: &str) -> String {
 
 async fn ready(State(host): State<Arc<Host>>) -> impl IntoResponse {
     let status = host.status().await;
-    let waiting: Vec<&String> = status
-        .iter()
-        .filter(|(_, (registered, _))| !registered)
-        .map(|(name, _)| name)
-        .collect();
+    let waiting = host.not_ready().await;
     if waiting.is_empty() {
         (
             StatusCode::OK,
@@ -144,7 +141,7 @@ async fn ready(State(host): State<Arc<Host>>) -> impl IntoResponse {
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not registered yet: {waiting:?}\n"),
+            format!("not ready:\n{}\n", waiting.join("\n")),
         )
     }
 }

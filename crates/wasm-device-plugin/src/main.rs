@@ -124,6 +124,34 @@ struct RunArgs {
         default_value = wdp_host::plugin_watcher::DEFAULT_PLUGINS_REGISTRY_DIR
     )]
     plugins_registry_dir: PathBuf,
+
+    /// The kubelet's plugins folder: a DRA resource's driver serves
+    /// `<plugins-dir>/<driver>/dra.sock`.
+    #[arg(
+        long,
+        env = "WDP_PLUGINS_DIR",
+        default_value = wdp_host::supervisor::DEFAULT_PLUGINS_DIR
+    )]
+    plugins_dir: PathBuf,
+
+    /// The host's state folder (DRA checkpoints of prepared claims, under
+    /// `dra/`); must survive host restarts.
+    #[arg(
+        long,
+        env = "WDP_STATE_DIR",
+        default_value = wdp_host::supervisor::DEFAULT_STATE_DIR
+    )]
+    state_dir: PathBuf,
+
+    /// The kubeconfig DRA drivers use to reach the API server; the
+    /// in-cluster configuration when absent. Unused without DRA resources.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+
+    /// This node's name (the downward API's spec.nodeName): DRA resources
+    /// publish their ResourceSlices for it. Required with a DRA resource.
+    #[arg(long, env = "NODE_NAME")]
+    node_name: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -256,6 +284,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         cdi_dir: args.cdi_dir,
         registration: args.registration.into(),
         plugins_registry_dir: args.plugins_registry_dir,
+        plugins_dir: args.plugins_dir,
+        state_dir: args.state_dir,
+        kubeconfig: args.kubeconfig,
+        node_name: args.node_name.unwrap_or_default(),
     };
     let host = Host::start(options, metrics)
         .await

@@ -27,12 +27,15 @@
 //! A guest that implements several hooks implements several traits on one
 //! type (or on several types) and invokes one export macro per hook.
 //!
-//! Host services ([`host`] and [`hardware`] imports) are available to every
-//! hook: [`config()`] returns the guest's `[guest-config]` table as a
+//! Host services ([`host`], [`hardware`] and [`claim`] imports) are
+//! available to every hook: [`config()`] returns the guest's `[guest-config]` table as a
 //! [`Config`], the logging macros ([`info!`], [`warn!`], ...) write into the
 //! host's log tagged with the guest and hook, and [`hardware::candidates`],
 //! [`hardware::read_attribute`] and [`hardware::write_attribute`] reach the
-//! hardware the resource selected (and nothing else).
+//! hardware the resource selected (and nothing else), and
+//! [`current_claim()`] tells an `allocate` or `pre-start` guest of a DRA
+//! resource which claim it prepares and hands it the claim's opaque
+//! configuration for the driver.
 //!
 //! Discovery and health calls run in a fresh instance; allocation,
 //! allocate and pre-start calls may run in an instance kept warm from an
@@ -63,9 +66,10 @@ pub mod bindings {
         inline: "
             package wdp:guest-sdk;
             world imports {
-                import wasm-device-plugin:policy/host@0.1.0;
-                import wasm-device-plugin:policy/hardware@0.1.0;
-                import wasm-device-plugin:policy/types@0.1.0;
+                import wasm-device-plugin:policy/host@0.1.1;
+                import wasm-device-plugin:policy/hardware@0.1.1;
+                import wasm-device-plugin:policy/types@0.1.1;
+                import wasm-device-plugin:policy/claim@0.1.1;
             }
         ",
         path: "../../wit",
@@ -78,6 +82,14 @@ pub mod bindings {
 
 macro_rules! hook_world {
     ($module:ident, $world:literal, $macro_name:literal, $default_module:literal) => {
+        hook_world!($module, $world, $macro_name, $default_module, {});
+    };
+    ($module:ident, $world:literal, $macro_name:literal, $default_module:literal, with_claim) => {
+        hook_world!($module, $world, $macro_name, $default_module, {
+            "wasm-device-plugin:policy/claim@0.1.1": crate::bindings::wasm_device_plugin::policy::claim,
+        });
+    };
+    ($module:ident, $world:literal, $macro_name:literal, $default_module:literal, { $($extra:tt)* }) => {
         /// Bindings for one hook world (generated).
         #[allow(missing_docs)]
         #[doc(hidden)]
@@ -86,9 +98,10 @@ macro_rules! hook_world {
                 path: "../../wit",
                 world: $world,
                 with: {
-                    "wasm-device-plugin:policy/types@0.1.0": crate::bindings::wasm_device_plugin::policy::types,
-                    "wasm-device-plugin:policy/host@0.1.0": crate::bindings::wasm_device_plugin::policy::host,
-                    "wasm-device-plugin:policy/hardware@0.1.0": crate::bindings::wasm_device_plugin::policy::hardware,
+                    "wasm-device-plugin:policy/types@0.1.1": crate::bindings::wasm_device_plugin::policy::types,
+                    "wasm-device-plugin:policy/host@0.1.1": crate::bindings::wasm_device_plugin::policy::host,
+                    "wasm-device-plugin:policy/hardware@0.1.1": crate::bindings::wasm_device_plugin::policy::hardware,
+                    $($extra)*
                 },
                 pub_export_macro: true,
                 export_macro_name: $macro_name,
@@ -101,19 +114,19 @@ macro_rules! hook_world {
 
 hook_world!(
     discovery_world,
-    "wasm-device-plugin:policy/discovery-guest@0.1.0",
+    "wasm-device-plugin:policy/discovery-guest@0.1.1",
     "export_discovery",
     "::wdp_guest_sdk::discovery_world"
 );
 hook_world!(
     health_world,
-    "wasm-device-plugin:policy/health-guest@0.1.0",
+    "wasm-device-plugin:policy/health-guest@0.1.1",
     "export_health",
     "::wdp_guest_sdk::health_world"
 );
 hook_world!(
     preferred_allocation_world,
-    "wasm-device-plugin:policy/preferred-allocation-guest@0.1.0",
+    "wasm-device-plugin:policy/preferred-allocation-guest@0.1.1",
     "export_preferred_allocation",
     "::wdp_guest_sdk::preferred_allocation_world"
 );
@@ -127,17 +140,17 @@ pub mod preferred_allocation_indexed_world {
         inline: "
             package wdp:guest-sdk-indexed;
             world indexed {
-                import wasm-device-plugin:policy/host@0.1.0;
-                import wasm-device-plugin:policy/hardware@0.1.0;
-                export wasm-device-plugin:policy/preferred-allocation-indexed@0.1.0;
+                import wasm-device-plugin:policy/host@0.1.1;
+                import wasm-device-plugin:policy/hardware@0.1.1;
+                export wasm-device-plugin:policy/preferred-allocation-indexed@0.1.1;
             }
         ",
         path: "../../wit",
         world: "wdp:guest-sdk-indexed/indexed",
         with: {
-            "wasm-device-plugin:policy/types@0.1.0": crate::bindings::wasm_device_plugin::policy::types,
-            "wasm-device-plugin:policy/host@0.1.0": crate::bindings::wasm_device_plugin::policy::host,
-            "wasm-device-plugin:policy/hardware@0.1.0": crate::bindings::wasm_device_plugin::policy::hardware,
+            "wasm-device-plugin:policy/types@0.1.1": crate::bindings::wasm_device_plugin::policy::types,
+            "wasm-device-plugin:policy/host@0.1.1": crate::bindings::wasm_device_plugin::policy::host,
+            "wasm-device-plugin:policy/hardware@0.1.1": crate::bindings::wasm_device_plugin::policy::hardware,
         },
         pub_export_macro: true,
         export_macro_name: "__export_preferred_allocation_indexed",
@@ -147,24 +160,47 @@ pub mod preferred_allocation_indexed_world {
 }
 hook_world!(
     allocate_world,
-    "wasm-device-plugin:policy/allocate-guest@0.1.0",
+    "wasm-device-plugin:policy/allocate-guest@0.1.1",
     "export_allocate",
-    "::wdp_guest_sdk::allocate_world"
+    "::wdp_guest_sdk::allocate_world",
+    with_claim
 );
 hook_world!(
     pre_start_world,
-    "wasm-device-plugin:policy/pre-start-guest@0.1.0",
+    "wasm-device-plugin:policy/pre-start-guest@0.1.1",
     "export_pre_start",
-    "::wdp_guest_sdk::pre_start_world"
+    "::wdp_guest_sdk::pre_start_world",
+    with_claim
 );
 
-pub use bindings::wasm_device_plugin::policy::{hardware, host};
+pub use bindings::wasm_device_plugin::policy::{claim, hardware, host};
 
 /// The data types shared by every hook.
 pub use bindings::wasm_device_plugin::policy::types::{
     Candidate, CandidateKind, Device, DeviceNode, DeviceRef, NodeType,
 };
 pub use host::LogLevel;
+
+/// The DRA claim an `allocate` or `pre-start` call serves (WIT 0.1.1).
+pub use claim::ClaimInfo;
+
+/// The ResourceClaim being prepared when the resource is served through
+/// Dynamic Resource Allocation: its namespace, name, UID, the requests this
+/// driver serves and the `parameters` of every opaque configuration for
+/// this driver, as JSON text in allocation order (class configuration
+/// first, then the claim's own). `None` on device-plugin calls and in the
+/// hooks that run outside a prepare (discovery, health).
+///
+/// ```ignore
+/// if let Some(claim) = wdp_guest_sdk::current_claim() {
+///     for parameters in &claim.configs {
+///         wdp_guest_sdk::info!("claim {} config {parameters}", claim.name);
+///     }
+/// }
+/// ```
+pub fn current_claim() -> Option<ClaimInfo> {
+    claim::current()
+}
 
 /// The `discovery` hook: candidates in, devices to advertise out.
 pub use discovery_world::exports::wasm_device_plugin::policy::discovery::Guest as Discovery;

@@ -61,7 +61,22 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigError> {
                 resource: resource.resource,
             });
         }
-        if let Some(other) = resources.values().find(|r| r.socket == resource.socket) {
+        if let Some(driver) = &resource.driver
+            && let Some(other) = resources
+                .values()
+                .find(|r| r.driver.as_ref() == Some(driver))
+        {
+            return Err(ConfigError::DuplicateDriver {
+                file: resource.file.clone(),
+                other: other.file.clone(),
+                driver: driver.clone(),
+            });
+        }
+        if resource.driver.is_none()
+            && let Some(other) = resources
+                .values()
+                .find(|r| r.driver.is_none() && r.socket == resource.socket)
+        {
             return Err(ConfigError::DuplicateSocket {
                 file: file.clone(),
                 other: other.file.clone(),

@@ -4,13 +4,15 @@
 //!
 //! The schema is documented key by key in `docs/config-reference.md`.
 //!
-//! Three jobs, one module each: `schema` holds the TOML structs as
+//! Four jobs, one module each: `schema` holds the TOML structs as
 //! written, `validate` turns one parsed resource file into a
-//! [`ResourceConfig`], and `load` reads the directory (special files and
+//! [`ResourceConfig`] (with `serving` judging the `api` and `driver` keys
+//! and what a DRA resource may not set), and `load` reads the directory (special files and
 //! oversized files refused without blocking) into a [`ConfigSet`].
 
 mod load;
 mod schema;
+mod serving;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -23,7 +25,9 @@ use wdp_policy::Hook;
 pub use load::{load_dir, read_config_file};
 pub use schema::{
     CdiEdits, CdiHook, CdiMode, CdiMount, HookConfig, HookDefaults, HostSettings, OnError,
+    ServingApi,
 };
+pub use serving::validate_driver_name;
 pub use validate::{
     default_socket_name, parse_resource, socket_path, validate_resource_name, validate_socket_name,
 };
@@ -102,6 +106,16 @@ pub enum ConfigError {
         /// The resource name.
         resource: String,
     },
+    /// Two resources name the same DRA driver.
+    #[error("{file} and {other}: both serve DRA driver `{driver}`")]
+    DuplicateDriver {
+        /// One file.
+        file: PathBuf,
+        /// The other file.
+        other: PathBuf,
+        /// The driver name.
+        driver: String,
+    },
     /// Two resources would serve the same socket.
     #[error("{file} and {other}: both use socket `{socket}`")]
     DuplicateSocket {
@@ -147,7 +161,8 @@ pub struct ResourceConfig {
     pub file: PathBuf,
     /// Extended resource name, `domain/name`.
     pub resource: String,
-    /// Socket file name inside the device-plugin directory.
+    /// Socket file name inside the device-plugin directory; empty for a
+    /// DRA resource, which has none.
     pub socket: String,
     /// Whether `PreStartContainer` is registered.
     pub pre_start_required: bool,
@@ -173,6 +188,11 @@ pub struct ResourceConfig {
     pub cdi: CdiMode,
     /// `[cdi-edits]`: what the CDI spec adds to every container.
     pub cdi_edits: CdiEdits,
+    /// Which kubelet API serves the resource.
+    pub api: ServingApi,
+    /// The DRA driver name (a DNS subdomain); set exactly when `api` is
+    /// [`ServingApi::Dra`].
+    pub driver: Option<String>,
 }
 
 impl ConfigSet {
@@ -181,10 +201,22 @@ impl ConfigSet {
     /// (see [`socket_path`]). `check` cannot know the run-time directory;
     /// `run` calls this at start and on every reload.
     pub fn check_socket_paths(&self, plugin_dir: &Path) -> Result<(), ConfigError> {
-        for resource in self.resources.values() {
+        for resource in self.device_plugin_resources() {
             socket_path(resource, plugin_dir)?;
         }
         Ok(())
+    }
+
+    /// The resources served through the device-plugin API.
+    pub fn device_plugin_resources(&self) -> impl Iterator<Item = &ResourceConfig> {
+        self.resources.values().filter(|r| r.driver.is_none())
+    }
+
+    /// The resources served as DRA drivers, with their driver names.
+    pub fn dra_resources(&self) -> impl Iterator<Item = (&str, &ResourceConfig)> {
+        self.resources
+            .values()
+            .filter_map(|r| Some((r.driver.as_deref()?, r)))
     }
 }
 

@@ -129,6 +129,29 @@ pub struct CdiHook {
     pub args: Vec<String>,
 }
 
+/// Which kubelet API serves a resource (`api = …`). A device is served by
+/// exactly one of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServingApi {
+    /// The device-plugin API: a socket in the device-plugin folder,
+    /// `ListAndWatch`, `Allocate`.
+    #[default]
+    DevicePlugin,
+    /// Dynamic Resource Allocation: ResourceSlices, `NodePrepareResources`
+    /// through a kubelet plugin named by `driver`.
+    Dra,
+}
+
+impl fmt::Display for ServingApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::DevicePlugin => "device-plugin",
+            Self::Dra => "dra",
+        })
+    }
+}
+
 /// What happens when a guest hook traps, times out or answers nonsense.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -157,11 +180,15 @@ pub(super) struct RawResource {
     pub(super) version: u32,
     pub(super) resource: String,
     #[serde(default)]
+    pub(super) api: ServingApi,
+    #[serde(default)]
+    pub(super) driver: Option<String>,
+    #[serde(default)]
     pub(super) socket: Option<String>,
     #[serde(default)]
     pub(super) pre_start_required: Option<bool>,
-    #[serde(default = "yes")]
-    pub(super) get_preferred_allocation: bool,
+    #[serde(default)]
+    pub(super) get_preferred_allocation: Option<bool>,
     #[serde(default)]
     pub(super) poll_interval_ms: Option<u64>,
     #[serde(default = "default_permissions")]
@@ -257,9 +284,6 @@ fn default_memory_mib() -> u64 {
 }
 fn default_permissions() -> String {
     "rw".to_owned()
-}
-fn yes() -> bool {
-    true
 }
 
 /// Parses a file's text into `T`; TOML syntax errors, unknown keys and

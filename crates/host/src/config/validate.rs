@@ -9,7 +9,7 @@ use std::time::Duration;
 use wdp_hardware::{NodeSelector, Selector};
 use wdp_policy::Hook;
 
-use super::schema::{CdiEdits, CdiMode, HostSettings, RawResource, parse};
+use super::schema::{CdiEdits, CdiMode, HostSettings, RawResource, ServingApi, parse};
 use super::{CONFIG_VERSION, ConfigError, HookBinding, ResourceConfig};
 use crate::limits::{MAX_DEVICES_PER_RESOURCE, MAX_SOCKET_PATH_BYTES};
 
@@ -43,7 +43,10 @@ pub fn parse_resource(
     let raw: RawResource = parse(file, text)?;
     check_version(file, raw.version)?;
     validate_resource_name(&raw.resource).map_err(|p| invalid(file, "resource", p))?;
+    let driver = super::serving::check_serving_api(file, &raw)?;
     let socket = match raw.socket {
+        // A DRA resource has no device-plugin socket.
+        _ if raw.api == ServingApi::Dra => String::new(),
         Some(socket) => {
             validate_socket_name(&socket).map_err(|p| invalid(file, "socket", p))?;
             socket
@@ -188,13 +191,16 @@ pub fn parse_resource(
     validate_cdi_edits(&raw.cdi_edits).map_err(|(field, p)| invalid(file, &field, p))?;
     let has_pre_start_guest = hooks.iter().any(|h| h.hook == Hook::PreStart);
     let pre_start_required = raw.pre_start_required.unwrap_or(has_pre_start_guest);
+    let get_preferred_allocation = raw
+        .get_preferred_allocation
+        .unwrap_or(raw.api == ServingApi::DevicePlugin);
 
     Ok(ResourceConfig {
         file: file.to_owned(),
         resource: raw.resource,
         socket,
         pre_start_required,
-        get_preferred_allocation: raw.get_preferred_allocation,
+        get_preferred_allocation,
         poll_interval: Duration::from_millis(
             raw.poll_interval_ms
                 .unwrap_or(host.poll_interval_ms)
@@ -209,6 +215,8 @@ pub fn parse_resource(
         companions,
         cdi: raw.cdi,
         cdi_edits: raw.cdi_edits,
+        api: raw.api,
+        driver,
     })
 }
 

@@ -80,6 +80,10 @@ impl World {
             cdi_dir: self.tmp.path().join("cdi"),
             registration: wdp_host::RegistrationMode::Kubelet,
             plugins_registry_dir: self.tmp.path().join("plugins_registry"),
+            plugins_dir: self.tmp.path().join("plugins"),
+            state_dir: self.tmp.path().join("state"),
+            kubeconfig: None,
+            node_name: "node-a".to_owned(),
         }
     }
 

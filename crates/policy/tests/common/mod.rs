@@ -74,6 +74,7 @@ pub fn ctx_with(
         config: Arc::new(pairs(config)),
         resource: "example.com/gpu".to_string(),
         generation: None,
+        claim: None,
     }
 }
 

@@ -1,0 +1,508 @@
+//! A DRA resource served in-process against the fake API server, with the
+//! kubelet's side played by plain gRPC clients over the sockets: what the
+//! kubelet and the scheduler notice.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::{WAIT, World};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use wdp_fake_apiserver::FakeApiServer;
+use wdp_host::{Host, HostOptions, Metrics};
+use wdp_kubelet_api::dra::v1 as dra;
+use wdp_kubelet_api::pluginregistration::{
+    InfoRequest, RegistrationStatus, registration_client::RegistrationClient,
+};
+
+const DRIVER: &str = "gpu.example.com";
+const NODE: &str = "node-a";
+/// Two of the fixture's GPUs, by PCI address.
+const GPU_A: &str = "0000:03:00.0";
+const GPU_B: &str = "0000:04:00.0";
+
+struct DraWorld {
+    world: World,
+    api: FakeApiServer,
+}
+
+impl DraWorld {
+    /// The 8-GPU fixture served as DRA driver `gpu.example.com`, `extra`
+    /// appended to the resource file.
+    async fn new(extra: &str) -> Self {
+        let world = World::new(Some("gpu-server"));
+        world.write_config(
+            "host.toml",
+            "version = 1\npoll-interval-ms = 60000\nreload-debounce-ms = 20\n",
+        );
+        world.write_config(
+            "gpu.toml",
+            &format!(
+                "version = 1\nresource = \"example.com/gpu\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n[[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n{extra}"
+            ),
+        );
+        std::fs::create_dir_all(world.tmp.path().join("plugins_registry")).unwrap();
+        let api = FakeApiServer::start().await.unwrap();
+        api.write_kubeconfig(&world.tmp.path().join("kubeconfig"))
+            .unwrap();
+        Self { world, api }
+    }
+
+    fn options(&self) -> HostOptions {
+        HostOptions {
+            kubeconfig: Some(self.world.tmp.path().join("kubeconfig")),
+            node_name: NODE.to_owned(),
+            ..self.world.options()
+        }
+    }
+
+    async fn start(&self) -> Arc<Host> {
+        Host::start(self.options(), Metrics::new()).await.unwrap()
+    }
+
+    fn registration_socket(&self) -> PathBuf {
+        self.world
+            .tmp
+            .path()
+            .join("plugins_registry")
+            .join(format!("{DRIVER}-reg.sock"))
+    }
+
+    fn cdi_dir(&self) -> PathBuf {
+        self.world.tmp.path().join("cdi")
+    }
+
+    /// Waits for the driver's slices to list `count` devices.
+    async fn wait_published(&self, count: usize) {
+        self.api
+            .wait_for_slices(
+                |slices| {
+                    slices
+                        .iter()
+                        .filter(|s| s.spec.driver == DRIVER)
+                        .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+                        .sum::<usize>()
+                        == count
+                },
+                WAIT,
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Plays the plugin watcher: GetInfo, then NotifyRegistrationStatus ok;
+    /// returns the endpoint.
+    async fn register(&self) -> (String, Vec<String>) {
+        let channel = wdp_kubelet_api::connect_unix(self.registration_socket())
+            .await
+            .unwrap();
+        let mut client = RegistrationClient::new(channel);
+        let info = client.get_info(InfoRequest {}).await.unwrap().into_inner();
+        assert_eq!(info.r#type, "DRAPlugin");
+        assert_eq!(info.name, DRIVER);
+        client
+            .notify_registration_status(RegistrationStatus {
+                plugin_registered: true,
+                error: String::new(),
+            })
+            .await
+            .unwrap();
+        (info.endpoint, info.supported_versions)
+    }
+}
+
+async fn wait_for_socket(path: &Path) {
+    tokio::time::timeout(WAIT, async {
+        while !path.exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{} never appeared", path.display()));
+}
+
+async fn dra_client(
+    endpoint: &str,
+) -> dra::dra_plugin_client::DraPluginClient<tonic::transport::Channel> {
+    dra::dra_plugin_client::DraPluginClient::new(
+        wdp_kubelet_api::connect_unix(endpoint).await.unwrap(),
+    )
+}
+
+/// A claim allocated `devices` (DRA device names) of `driver` in pool `NODE`.
+fn claim(name: &str, driver: &str, devices: &[&str]) -> ResourceClaim {
+    let results: Vec<serde_json::Value> = devices
+        .iter()
+        .map(|device| {
+            serde_json::json!({
+                "request": "gpus", "driver": driver, "pool": NODE, "device": device
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu"}}]}},
+        "status": {"allocation": {"devices": {"results": results}}}
+    }))
+    .unwrap()
+}
+
+fn unallocated(name: &str) -> ResourceClaim {
+    let mut claim = claim(name, DRIVER, &[]);
+    claim.status = None;
+    claim
+}
+
+fn claim_ref(claim: &ResourceClaim) -> dra::Claim {
+    dra::Claim {
+        namespace: claim.metadata.namespace.clone().unwrap(),
+        uid: claim.metadata.uid.clone().unwrap(),
+        name: claim.metadata.name.clone().unwrap(),
+    }
+}
+
+fn name_of(id: &str) -> String {
+    wdp_dra_client::naming::device_name(id).unwrap()
+}
+
+/// Checks a CDI spec the way container runtimes' CDI library does.
+fn read_cdi_spec(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    container_device_interface::schema::validate_builtin(&bytes)
+        .unwrap_or_else(|e| panic!("{} fails the CDI schema: {e:#}", path.display()));
+    let upstream: container_device_interface::specs::config::Spec =
+        serde_json::from_slice(&bytes).unwrap();
+    let minimum = container_device_interface::version::minimum_required_version(&upstream).unwrap();
+    let spec: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        spec["cdiVersion"],
+        minimum.to_string(),
+        "{}",
+        path.display()
+    );
+    spec
+}
+
+fn cdi_specs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_prepared_into_cdi_specs_idempotently_and_unprepared_after_a_restart() {
+    let w = DraWorld::new("").await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, services) = w.register().await;
+    assert_eq!(
+        services,
+        [
+            "v1.DRAPlugin",
+            "v1beta1.DRAPlugin",
+            "v1.DRAResourceHealth",
+            "v1alpha1.DRAResourceHealth"
+        ],
+        "newest first"
+    );
+    assert!(
+        endpoint.ends_with(&format!("plugins/{DRIVER}/dra.sock")),
+        "{endpoint}"
+    );
+    // No device-plugin socket for a DRA resource.
+    assert!(!w.world.plugins().join("wdp-example.com-gpu.sock").exists());
+
+    w.wait_published(8).await;
+    let slices = w.api.slices_of(NODE, DRIVER);
+    let names: Vec<String> = slices
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten().map(|d| d.name.clone()))
+        .collect();
+    assert!(names.contains(&name_of(GPU_A)), "{names:?}");
+    assert_eq!(slices[0].spec.pool.name, NODE);
+    tokio::time::timeout(WAIT, async {
+        while !host.ready().await {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("not ready: {:?}", futures_lines(&host)));
+
+    let good = w.api.put_claim(claim(
+        "two-gpus",
+        DRIVER,
+        &[&name_of(GPU_A), &name_of(GPU_B)],
+    ));
+    let other_driver = w.api.put_claim(claim("nic", "nic.example.com", &["eth0"]));
+    let not_allocated = w.api.put_claim(unallocated("pending"));
+    let mut wrong_uid = claim_ref(
+        &w.api
+            .put_claim(claim("recreated", DRIVER, &[&name_of(GPU_A)])),
+    );
+    wrong_uid.uid = "00000000-0000-0000-0000-000000000000".to_owned();
+    let missing = dra::Claim {
+        namespace: "default".into(),
+        uid: "11111111-1111-1111-1111-111111111111".into(),
+        name: "missing".into(),
+    };
+    let mut client = dra_client(&endpoint).await;
+    let request = dra::NodePrepareResourcesRequest {
+        claims: vec![
+            claim_ref(&good),
+            claim_ref(&other_driver),
+            claim_ref(&not_allocated),
+            wrong_uid.clone(),
+            missing.clone(),
+        ],
+    };
+    let answer = client
+        .node_prepare_resources(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    let good_uid = good.metadata.uid.clone().unwrap();
+    let prepared = &answer.claims[&good_uid];
+    assert_eq!(prepared.error, "");
+    assert_eq!(prepared.devices.len(), 2);
+    for device in &prepared.devices {
+        assert_eq!(device.request_names, ["gpus"]);
+        assert_eq!(device.pool_name, NODE);
+        assert_eq!(device.cdi_device_ids.len(), 1);
+        assert!(device.cdi_device_ids[0].starts_with(&format!("example.com/gpu={good_uid}-")));
+    }
+    let entry = &answer.claims[&other_driver.metadata.uid.clone().unwrap()];
+    assert!(
+        entry.error.is_empty() && entry.devices.is_empty(),
+        "{entry:?}"
+    );
+    let entry = &answer.claims[&not_allocated.metadata.uid.clone().unwrap()];
+    assert!(entry.error.contains("not allocated"), "{}", entry.error);
+    assert!(
+        answer.claims[&wrong_uid.uid].error.contains("UID"),
+        "{:?}",
+        answer.claims[&wrong_uid.uid]
+    );
+    assert!(answer.claims[&missing.uid].error.contains("not found"));
+
+    // The CDI spec names every node the container needs.
+    let spec_path = w
+        .cdi_dir()
+        .join(format!("wdp-example.com-gpu_{good_uid}.json"));
+    let spec = read_cdi_spec(&spec_path);
+    assert_eq!(spec["kind"], "example.com/gpu");
+    let text = spec.to_string();
+    for node in ["/dev/nvidia0", "/dev/nvidia1"] {
+        assert!(text.contains(node), "{node} missing from {text}");
+    }
+    let cdi_names: Vec<&str> = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    for device in &prepared.devices {
+        let name = device.cdi_device_ids[0].split_once('=').unwrap().1;
+        assert!(cdi_names.contains(&name), "{name} not in {cdi_names:?}");
+    }
+
+    // Idempotent: the same answer again.
+    let again = client
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(&good)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.claims[&good_uid], *prepared);
+    // A second claim on a device already prepared is refused, naming it.
+    let thief = w.api.put_claim(claim("thief", DRIVER, &[&name_of(GPU_A)]));
+    let refused = client
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(&thief)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let error = &refused.claims[&thief.metadata.uid.clone().unwrap()].error;
+    assert!(
+        error.contains("already prepared") && error.contains(GPU_A),
+        "{error}"
+    );
+
+    // The host restarts; the claim is deleted; unprepare still works.
+    host.shutdown().await;
+    drop(client);
+    assert!(
+        spec_path.exists(),
+        "a clean shutdown keeps prepared claims' specs"
+    );
+    assert_eq!(
+        w.api.slices_of(NODE, DRIVER).len(),
+        slices.len(),
+        "a clean shutdown keeps the slices"
+    );
+    assert!(w.api.delete_claim("default", "two-gpus"));
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    let mut client = dra_client(&endpoint).await;
+    let answer = client
+        .node_unprepare_resources(dra::NodeUnprepareResourcesRequest {
+            claims: vec![claim_ref(&good), missing.clone()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.claims[&good_uid].error, "");
+    assert_eq!(
+        answer.claims[&missing.uid].error, "",
+        "an unknown claim is already unprepared"
+    );
+    assert!(
+        !spec_path.exists(),
+        "unprepare removes the claim's CDI spec"
+    );
+    assert!(
+        cdi_specs(&w.cdi_dir()).is_empty(),
+        "{:?}",
+        cdi_specs(&w.cdi_dir())
+    );
+    // The device is free again.
+    let retry = client
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(&thief)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(retry.claims[&thief.metadata.uid.clone().unwrap()].error, "");
+    host.shutdown().await;
+}
+
+fn futures_lines(host: &Arc<Host>) -> Vec<String> {
+    futures::executor::block_on(host.not_ready())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_pre_start_guest_fails_only_its_claim() {
+    let w = DraWorld::new(
+        "[hooks.pre-start]\nguest = \"guests/pre-start.wasm\"\n[guest-config]\nrequire-attribute = \"no-such-attribute\"\n",
+    )
+    .await;
+    w.world
+        .install_guest(wdp_guest_artifacts::PRE_START_CHECK, "pre-start.wasm");
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let refused = w
+        .api
+        .put_claim(claim("refused", DRIVER, &[&name_of(GPU_A)]));
+    let elsewhere = w
+        .api
+        .put_claim(claim("elsewhere", "nic.example.com", &["eth0"]));
+    let answer = dra_client(&endpoint)
+        .await
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(&refused), claim_ref(&elsewhere)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let error = &answer.claims[&refused.metadata.uid.clone().unwrap()].error;
+    assert!(
+        error.contains("pre-start") && error.contains("no-such-attribute"),
+        "{error}"
+    );
+    assert_eq!(
+        answer.claims[&elsewhere.metadata.uid.clone().unwrap()].error,
+        ""
+    );
+    assert!(
+        cdi_specs(&w.cdi_dir()).is_empty(),
+        "no spec for a refused claim"
+    );
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_names_the_driver_and_spares_device_plugin_resources() {
+    let w = DraWorld::new("").await;
+    w.world.write_config(
+        "fuse.toml",
+        "version = 1\nresource = \"example.com/fuse\"\n[[nodes]]\npath = \"/dev/nvidia0\"\n",
+    );
+    w.api.set_refusing(true);
+    let kubelet = w.world.kubelet().await;
+    let host = Host::start(
+        HostOptions {
+            registration: wdp_host::RegistrationMode::Kubelet,
+            ..w.options()
+        },
+        Metrics::new(),
+    )
+    .await
+    .unwrap();
+    kubelet
+        .wait_registered("example.com/fuse", 1, WAIT)
+        .await
+        .unwrap();
+    let status = host.dra_status().await;
+    let mut publish: Option<String> = None;
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let lines = host.not_ready().await;
+            if let Some(line) = lines
+                .iter()
+                .find(|l| l.contains(DRIVER) && l.contains("not published"))
+            {
+                publish = Some(line.clone());
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "never named the driver: {:?} {status:?}",
+            futures_lines(&host)
+        )
+    });
+    assert!(!host.ready().await);
+    assert!(
+        publish
+            .as_deref()
+            .is_some_and(|l| l.starts_with("example.com/gpu: "))
+    );
+    // The device-plugin resource becomes ready (its Register call returns
+    // just after the kubelet records it) while the API server still refuses.
+    tokio::time::timeout(WAIT, async {
+        while host
+            .not_ready()
+            .await
+            .iter()
+            .any(|l| l.starts_with("example.com/fuse"))
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "the device-plugin resource never got ready: {:?}",
+            futures_lines(&host)
+        )
+    });
+    assert!(
+        host.not_ready().await.iter().any(|l| l.contains(DRIVER)),
+        "the API server still refuses"
+    );
+    // The API server comes back: the slices follow.
+    w.api.set_refusing(false);
+    w.wait_published(8).await;
+    host.shutdown().await;
+}
