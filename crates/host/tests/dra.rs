@@ -506,3 +506,98 @@ async fn an_unreachable_api_server_names_the_driver_and_spares_device_plugin_res
     w.wait_published(8).await;
     host.shutdown().await;
 }
+
+/// `claim` with an opaque configuration for `driver` holding `parameters`.
+fn with_config(
+    mut claim: ResourceClaim,
+    driver: &str,
+    parameters: serde_json::Value,
+) -> ResourceClaim {
+    let devices = claim
+        .status
+        .as_mut()
+        .and_then(|s| s.allocation.as_mut())
+        .and_then(|a| a.devices.as_mut())
+        .unwrap();
+    devices.config = Some(vec![
+        serde_json::from_value(serde_json::json!({
+            "source": "FromClaim",
+            "requests": ["gpus"],
+            "opaque": {"driver": driver, "parameters": parameters}
+        }))
+        .unwrap(),
+    ]);
+    claim
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claims_opaque_configuration_reaches_the_guests() {
+    let w = DraWorld::new(
+        "[hooks.allocate]\nguest = \"guests/echo.wasm\"\n[hooks.pre-start]\nguest = \"guests/echo.wasm\"\n",
+    )
+    .await;
+    w.world
+        .install_guest(wdp_guest_artifacts::CLAIM_ECHO, "echo.wasm");
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let echoed = w.api.put_claim(with_config(
+        claim("echoed", DRIVER, &[&name_of(GPU_A)]),
+        DRIVER,
+        serde_json::json!({"mode": "fast"}),
+    ));
+    // Another driver's configuration is not ours to pass on.
+    let foreign = w.api.put_claim(with_config(
+        claim("foreign", DRIVER, &[&name_of(GPU_B)]),
+        "nic.example.com",
+        serde_json::json!({"refuse-pre-start": true}),
+    ));
+    let refused = w.api.put_claim(with_config(
+        claim("refused", DRIVER, &[&name_of("0000:07:00.0")]),
+        DRIVER,
+        serde_json::json!({"refuse-pre-start": true}),
+    ));
+    let answer = dra_client(&endpoint)
+        .await
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(&echoed), claim_ref(&foreign), claim_ref(&refused)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let uid = |c: &ResourceClaim| c.metadata.uid.clone().unwrap();
+    assert_eq!(answer.claims[&uid(&echoed)].error, "");
+    assert_eq!(answer.claims[&uid(&foreign)].error, "");
+    let error = &answer.claims[&uid(&refused)].error;
+    assert!(
+        error.contains("refused by the claim's configuration"),
+        "{error}"
+    );
+
+    let spec = read_cdi_spec(
+        &w.cdi_dir()
+            .join(format!("wdp-example.com-gpu_{}.json", uid(&echoed))),
+    );
+    let env: Vec<&str> = spec["containerEdits"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        env.contains(&format!("WDP_CLAIM=default/echoed/{}", uid(&echoed)).as_str()),
+        "{env:?}"
+    );
+    assert!(env.contains(&"WDP_CLAIM_REQUESTS=gpus"), "{env:?}");
+    assert!(
+        env.contains(&r#"WDP_CLAIM_CONFIG_0={"mode":"fast"}"#),
+        "{env:?}"
+    );
+    let spec = read_cdi_spec(
+        &w.cdi_dir()
+            .join(format!("wdp-example.com-gpu_{}.json", uid(&foreign))),
+    );
+    assert!(spec.to_string().contains("WDP_CLAIM_CONFIGS=0"), "{spec}");
+    host.shutdown().await;
+}
