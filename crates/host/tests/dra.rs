@@ -601,3 +601,84 @@ async fn the_claims_opaque_configuration_reaches_the_guests() {
     assert!(spec.to_string().contains("WDP_CLAIM_CONFIGS=0"), "{spec}");
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_under_prepare_load_fails_no_call_and_removal_withdraws_the_slices() {
+    let w = DraWorld::new("").await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let claims: Vec<ResourceClaim> = (0..4)
+        .map(|i| {
+            let id = format!("0000:{:02x}:00.0", [3, 4, 7, 8][i]);
+            w.api
+                .put_claim(claim(&format!("c{i}"), DRIVER, &[&name_of(&id)]))
+        })
+        .collect();
+    // Prepare and unprepare in a loop while the resource's file changes.
+    let load = {
+        let endpoint = endpoint.clone();
+        let claims: Vec<dra::Claim> = claims.iter().map(claim_ref).collect();
+        tokio::spawn(async move {
+            let mut client = dra_client(&endpoint).await;
+            for _ in 0..20 {
+                let answer = client
+                    .node_prepare_resources(dra::NodePrepareResourcesRequest {
+                        claims: claims.clone(),
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                for (uid, entry) in &answer.claims {
+                    assert_eq!(entry.error, "", "claim {uid}");
+                }
+                let answer = client
+                    .node_unprepare_resources(dra::NodeUnprepareResourcesRequest {
+                        claims: claims.clone(),
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                for (uid, entry) in &answer.claims {
+                    assert_eq!(entry.error, "", "claim {uid}");
+                }
+            }
+        })
+    };
+    for poll in [60_000, 50_000, 40_000] {
+        w.world.write_config(
+            "gpu.toml",
+            &format!(
+                "version = 1\nresource = \"example.com/gpu\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\npoll-interval-ms = {poll}\n[[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n"
+            ),
+        );
+        // The folder watcher may apply it first; either way it applies.
+        host.reload().await.unwrap();
+        assert_eq!(
+            host.resource("example.com/gpu")
+                .await
+                .unwrap()
+                .spec()
+                .config
+                .poll_interval
+                .as_millis(),
+            poll
+        );
+    }
+    load.await.unwrap();
+
+    // Leaving the configuration withdraws the slices and the sockets.
+    std::fs::remove_file(w.world.config().join("gpu.toml")).unwrap();
+    host.reload().await.unwrap();
+    w.api
+        .wait_for_slices(
+            |slices| slices.iter().all(|s| s.spec.driver != DRIVER),
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(host.resource("example.com/gpu").await.is_none());
+    assert!(!w.registration_socket().exists());
+    host.shutdown().await;
+}
