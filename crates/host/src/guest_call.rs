@@ -106,6 +106,21 @@ impl GuestFailure {
     }
 }
 
+tokio::task_local! {
+    /// The DRA claim being prepared: guest calls made inside
+    /// [`with_claim`] see it through the `claim` import; everywhere else
+    /// (device-plugin calls) the import answers `none`.
+    static CURRENT_CLAIM: Option<Arc<wdp_policy::ClaimInfo>>;
+}
+
+/// Runs `work` with `claim` as the claim every guest call in it sees.
+pub async fn with_claim<F: std::future::Future>(
+    claim: Arc<wdp_policy::ClaimInfo>,
+    work: F,
+) -> F::Output {
+    CURRENT_CLAIM.scope(Some(claim), work).await
+}
+
 /// Calls the guests of one resource.
 pub struct GuestCaller {
     resource: String,
@@ -141,6 +156,7 @@ impl GuestCaller {
         candidates: Arc<Vec<Candidate>>,
         generation: Option<u64>,
     ) -> CallContext {
+        let claim = CURRENT_CLAIM.try_with(Clone::clone).ok().flatten();
         CallContext {
             limits: limits(binding),
             services: Arc::new(ResourceServices::new(
@@ -151,7 +167,7 @@ impl GuestCaller {
             config: Arc::new(spec.config.guest_config.clone()),
             resource: spec.config.resource.clone(),
             generation,
-            claim: None,
+            claim,
         }
     }
 

@@ -36,6 +36,58 @@ pub struct ResourceReport {
     pub devices: DeviceSet,
     /// Problems of the hardware scan.
     pub warnings: Vec<String>,
+    /// For a DRA resource: its driver, each device's DRA name and what
+    /// the API server would refuse or drop.
+    pub dra: Option<DraReport>,
+}
+
+/// What `check` prints of a DRA resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DraReport {
+    /// The driver name.
+    pub driver: String,
+    /// Each published device: (device ID, DRA device name).
+    pub names: Vec<(String, String)>,
+    /// Attributes left out, and the slice rejections `validate` predicts.
+    pub problems: Vec<String>,
+}
+
+/// The DRA report of `resource` served as `driver`; refuses (naming the
+/// file and the device) a device ID that cannot become a DRA name.
+fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, HostError> {
+    let set = resource.devices();
+    let list = crate::dra::devices::dra_devices(driver, &set);
+    let file = resource.spec().config.file.clone();
+    if let Some(unnamed) = list
+        .problems
+        .iter()
+        .find(|p| matches!(p, crate::dra::devices::DeviceProblem::Unnamed { .. }))
+    {
+        return Err(HostError::Dra {
+            file,
+            problem: unnamed.to_string(),
+        });
+    }
+    let names = set
+        .devices()
+        .iter()
+        .filter_map(|d| {
+            let name = wdp_dra_client::naming::device_name(d.id()).ok()?;
+            Some((d.id().to_owned(), name))
+        })
+        .collect();
+    let mut problems: Vec<String> = list.problems.iter().map(ToString::to_string).collect();
+    problems.extend(wdp_dra_client::validate(driver, &list.devices).iter().map(
+        |p| match &p.device {
+            Some(device) => format!("device {device}: {}: {}", p.field, p.message),
+            None => format!("{}: {}", p.field, p.message),
+        },
+    ));
+    Ok(DraReport {
+        driver: driver.to_owned(),
+        names,
+        problems,
+    })
 }
 
 /// What [`precompile`] did.
@@ -97,11 +149,15 @@ pub type LoadedResource = (Arc<Resource>, Vec<String>);
 /// Validates a config directory offline and reports what each resource
 /// would advertise. Blocking: call it from a blocking thread.
 pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>, HostError> {
-    Ok(load_offline(config_dir, host_root)?
+    load_offline(config_dir, host_root)?
         .into_iter()
         .map(|(resource, warnings)| {
             let spec = resource.spec();
-            ResourceReport {
+            let dra = match &spec.config.driver {
+                Some(driver) => Some(dra_report(&resource, driver)?),
+                None => None,
+            };
+            Ok(ResourceReport {
                 resource: resource.name().to_owned(),
                 file: spec.config.file.clone(),
                 socket: spec.config.socket.clone(),
@@ -115,9 +171,10 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
                     .collect(),
                 devices: (*resource.devices()).clone(),
                 warnings,
-            }
+                dra,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Loads a config directory into resources that are not served: every

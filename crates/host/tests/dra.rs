@@ -506,3 +506,179 @@ async fn an_unreachable_api_server_names_the_driver_and_spares_device_plugin_res
     w.wait_published(8).await;
     host.shutdown().await;
 }
+
+/// `claim` with an opaque configuration for `driver` holding `parameters`.
+fn with_config(
+    mut claim: ResourceClaim,
+    driver: &str,
+    parameters: serde_json::Value,
+) -> ResourceClaim {
+    let devices = claim
+        .status
+        .as_mut()
+        .and_then(|s| s.allocation.as_mut())
+        .and_then(|a| a.devices.as_mut())
+        .unwrap();
+    devices.config = Some(vec![
+        serde_json::from_value(serde_json::json!({
+            "source": "FromClaim",
+            "requests": ["gpus"],
+            "opaque": {"driver": driver, "parameters": parameters}
+        }))
+        .unwrap(),
+    ]);
+    claim
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claims_opaque_configuration_reaches_the_guests() {
+    let w = DraWorld::new(
+        "[hooks.allocate]\nguest = \"guests/echo.wasm\"\n[hooks.pre-start]\nguest = \"guests/echo.wasm\"\n",
+    )
+    .await;
+    w.world
+        .install_guest(wdp_guest_artifacts::CLAIM_ECHO, "echo.wasm");
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let echoed = w.api.put_claim(with_config(
+        claim("echoed", DRIVER, &[&name_of(GPU_A)]),
+        DRIVER,
+        serde_json::json!({"mode": "fast"}),
+    ));
+    // Another driver's configuration is not ours to pass on.
+    let foreign = w.api.put_claim(with_config(
+        claim("foreign", DRIVER, &[&name_of(GPU_B)]),
+        "nic.example.com",
+        serde_json::json!({"refuse-pre-start": true}),
+    ));
+    let refused = w.api.put_claim(with_config(
+        claim("refused", DRIVER, &[&name_of("0000:07:00.0")]),
+        DRIVER,
+        serde_json::json!({"refuse-pre-start": true}),
+    ));
+    let answer = dra_client(&endpoint)
+        .await
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(&echoed), claim_ref(&foreign), claim_ref(&refused)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let uid = |c: &ResourceClaim| c.metadata.uid.clone().unwrap();
+    assert_eq!(answer.claims[&uid(&echoed)].error, "");
+    assert_eq!(answer.claims[&uid(&foreign)].error, "");
+    let error = &answer.claims[&uid(&refused)].error;
+    assert!(
+        error.contains("refused by the claim's configuration"),
+        "{error}"
+    );
+
+    let spec = read_cdi_spec(
+        &w.cdi_dir()
+            .join(format!("wdp-example.com-gpu_{}.json", uid(&echoed))),
+    );
+    let env: Vec<&str> = spec["containerEdits"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        env.contains(&format!("WDP_CLAIM=default/echoed/{}", uid(&echoed)).as_str()),
+        "{env:?}"
+    );
+    assert!(env.contains(&"WDP_CLAIM_REQUESTS=gpus"), "{env:?}");
+    assert!(
+        env.contains(&r#"WDP_CLAIM_CONFIG_0={"mode":"fast"}"#),
+        "{env:?}"
+    );
+    let spec = read_cdi_spec(
+        &w.cdi_dir()
+            .join(format!("wdp-example.com-gpu_{}.json", uid(&foreign))),
+    );
+    assert!(spec.to_string().contains("WDP_CLAIM_CONFIGS=0"), "{spec}");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_under_prepare_load_fails_no_call_and_removal_withdraws_the_slices() {
+    let w = DraWorld::new("").await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let claims: Vec<ResourceClaim> = (0..4)
+        .map(|i| {
+            let id = format!("0000:{:02x}:00.0", [3, 4, 7, 8][i]);
+            w.api
+                .put_claim(claim(&format!("c{i}"), DRIVER, &[&name_of(&id)]))
+        })
+        .collect();
+    // Prepare and unprepare in a loop while the resource's file changes.
+    let load = {
+        let endpoint = endpoint.clone();
+        let claims: Vec<dra::Claim> = claims.iter().map(claim_ref).collect();
+        tokio::spawn(async move {
+            let mut client = dra_client(&endpoint).await;
+            for _ in 0..20 {
+                let answer = client
+                    .node_prepare_resources(dra::NodePrepareResourcesRequest {
+                        claims: claims.clone(),
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                for (uid, entry) in &answer.claims {
+                    assert_eq!(entry.error, "", "claim {uid}");
+                }
+                let answer = client
+                    .node_unprepare_resources(dra::NodeUnprepareResourcesRequest {
+                        claims: claims.clone(),
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                for (uid, entry) in &answer.claims {
+                    assert_eq!(entry.error, "", "claim {uid}");
+                }
+            }
+        })
+    };
+    for poll in [60_000, 50_000, 40_000] {
+        w.world.write_config(
+            "gpu.toml",
+            &format!(
+                "version = 1\nresource = \"example.com/gpu\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\npoll-interval-ms = {poll}\n[[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n"
+            ),
+        );
+        // The folder watcher may apply it first; either way it applies.
+        host.reload().await.unwrap();
+        assert_eq!(
+            host.resource("example.com/gpu")
+                .await
+                .unwrap()
+                .spec()
+                .config
+                .poll_interval
+                .as_millis(),
+            poll
+        );
+    }
+    load.await.unwrap();
+
+    // Leaving the configuration withdraws the slices and the sockets.
+    std::fs::remove_file(w.world.config().join("gpu.toml")).unwrap();
+    host.reload().await.unwrap();
+    w.api
+        .wait_for_slices(
+            |slices| slices.iter().all(|s| s.spec.driver != DRIVER),
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(host.resource("example.com/gpu").await.is_none());
+    assert!(!w.registration_socket().exists());
+    host.shutdown().await;
+}

@@ -318,11 +318,24 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
     }
     for r in reports {
         println!("{} ({})", r.resource, r.file.display());
-        println!(
-            "  socket {}  pre-start-required={}  get-preferred-allocation={}",
-            r.socket, r.pre_start_required, r.get_preferred_allocation
-        );
-        println!("  {}", args.registration.describe(&r.socket));
+        if let Some(dra) = &r.dra {
+            println!(
+                "  DRA driver {} (registration {}-reg.sock, endpoint <plugins-dir>/{}/dra.sock; CDI spec per claim)",
+                dra.driver, dra.driver, dra.driver
+            );
+            for (id, name) in &dra.names {
+                println!("    device {id} -> DRA name {name}");
+            }
+            for problem in &dra.problems {
+                println!("    DRA problem: {problem}");
+            }
+        } else {
+            println!(
+                "  socket {}  pre-start-required={}  get-preferred-allocation={}",
+                r.socket, r.pre_start_required, r.get_preferred_allocation
+            );
+            println!("  {}", args.registration.describe(&r.socket));
+        }
         for (hook, guest) in &r.hooks {
             println!("  hook {hook}: {guest}");
         }

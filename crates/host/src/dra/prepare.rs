@@ -46,6 +46,49 @@ impl std::fmt::Display for ClaimRef {
     }
 }
 
+/// What the guests see of `object` through the `claim` import: the
+/// requests of this driver's results, and the parameters of every opaque
+/// configuration for this driver that applies to one of them (a
+/// configuration naming no requests applies to all), in allocation order.
+pub fn claim_info(
+    claim: &ClaimRef,
+    driver: &str,
+    object: &ResourceClaim,
+    results: &[DeviceRequestAllocationResult],
+) -> wdp_policy::ClaimInfo {
+    let mut requests: Vec<String> = Vec::new();
+    for result in results {
+        if !requests.contains(&result.request) {
+            requests.push(result.request.clone());
+        }
+    }
+    let configs = object
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.config.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|config| {
+            config
+                .requests
+                .as_ref()
+                .is_none_or(|named| named.is_empty() || named.iter().any(|r| requests.contains(r)))
+        })
+        .filter_map(|config| config.opaque.as_ref())
+        .filter(|opaque| opaque.driver == driver)
+        .map(|opaque| serde_json::to_string(&opaque.parameters.0).unwrap_or_default())
+        .collect();
+    wdp_policy::ClaimInfo {
+        namespace: claim.namespace.clone(),
+        name: claim.name.clone(),
+        uid: claim.uid.clone(),
+        requests,
+        configs,
+    }
+}
+
 /// Prepares and unprepares the claims of one DRA driver, serving one
 /// resource.
 #[derive(Debug)]
@@ -128,14 +171,19 @@ impl ClaimPreparer {
                 ids.push(device.id().to_owned());
             }
         }
-        self.resource
-            .pre_start(&ids)
-            .await
-            .map_err(|status| format!("claim {claim}: {}", status.message()))?;
-        let answer = self
-            .resource
-            .allocate(&ids)
-            .await
+        let info = Arc::new(claim_info(claim, &self.driver, &object, &results));
+        let (pre_start, answer) = crate::guest_call::with_claim(info, async {
+            let pre_start = self.resource.pre_start(&ids).await;
+            let answer = match &pre_start {
+                Ok(()) => Some(self.resource.allocate(&ids).await),
+                Err(_) => None,
+            };
+            (pre_start, answer)
+        })
+        .await;
+        pre_start.map_err(|status| format!("claim {claim}: {}", status.message()))?;
+        let answer = answer
+            .unwrap_or_else(|| Err(tonic::Status::internal("allocate did not run")))
             .map_err(|status| format!("claim {claim}: allocate: {}", status.message()))?;
         let spec = self.resource.spec();
         let mut named: Vec<(&AdvertisedDevice, String)> = Vec::new();

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 use wdp_kubelet_api::dra::{v1, v1beta1};
 
 use super::prepare::{ClaimPreparer, ClaimRef};
-use crate::metrics::Metrics;
+use crate::metrics::{DraOperation, Metrics};
 
 /// Reads a claim from the API server: `Ok(None)` when it does not exist,
 /// `Err` with the reason when the API server cannot answer.
@@ -67,6 +67,7 @@ impl DraPluginService {
         let started = Instant::now();
         let answers = join_all(request.claims.into_iter().map(|claim| async move {
             let claim = claim_ref(claim);
+            let claim_started = Instant::now();
             let read = if self.preparer.prepared(&claim.uid).await.is_some() {
                 // Idempotent: the checkpoint answers without the API server.
                 Ok(None)
@@ -74,6 +75,12 @@ impl DraPluginService {
                 (self.read_claim)(claim.clone()).await
             };
             let outcome = self.preparer.prepare(&claim, read).await;
+            self.metrics.observe_dra_claim(
+                self.preparer.driver(),
+                DraOperation::Prepare,
+                outcome.is_ok(),
+                claim_started.elapsed(),
+            );
             (claim.uid, outcome)
         }))
         .await;
@@ -119,7 +126,14 @@ impl DraPluginService {
         let started = Instant::now();
         let answers = join_all(request.claims.into_iter().map(|claim| async move {
             let claim = claim_ref(claim);
+            let claim_started = Instant::now();
             let outcome = self.preparer.unprepare(&claim).await;
+            self.metrics.observe_dra_claim(
+                self.preparer.driver(),
+                DraOperation::Unprepare,
+                outcome.is_ok(),
+                claim_started.elapsed(),
+            );
             (claim.uid, outcome)
         }))
         .await;
