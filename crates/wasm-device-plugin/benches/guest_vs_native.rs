@@ -48,6 +48,14 @@
 //! before (fresh instance, whole request lowered) 31.4 M; now (warm
 //! instance, by index) 1.18 M; the same packing native 1.74 M (its table
 //! built per call).
+//!
+//! A second run, with other builds busy on the machine (600 rounds): at
+//! 1,024 devices guest e2e 359 / 553 µs p50/p99, 1.21× native and 1.68×
+//! "native, kept" (213 µs; srv 155 vs 57 µs, 2.7×); at 64, 1.44× / 1.59×;
+//! at 8 the guest's round trip was 194 µs against 51 (3.8×), its server
+//! side 9.8 µs: waking the blocking thread dominates small calls on a
+//! loaded machine. Allocate guest / built-in: 1.8–4.4× e2e (no native
+//! counterpart of `allocate-shaper`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
