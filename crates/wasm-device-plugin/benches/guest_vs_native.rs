@@ -31,6 +31,31 @@
 //! builds of the two guests (e.g. an older host and its guests, for
 //! before/after figures: then only the end-to-end columns describe that
 //! host).
+//!
+//! Figures on the 2-core development machine shared with other builds
+//! (release, 1,000 rounds, µs; e2e = round trip, srv = server side):
+//!
+//! | devices | GPA built-in e2e p50/p99 (srv p50) | GPA native e2e p50 (srv p50) | GPA guest e2e p50/p99 (srv p50) | guest/native e2e | Allocate built-in / guest e2e p50 |
+//! |---|---|---|---|---|---|
+//! | 8     | 41 / 204 (0.6)  | 43 (2.0)   | 77 / 348 (9.5)   | 1.82× | 38 / 77  |
+//! | 64    | 63 / 144 (2.6)  | 70 (9.6)   | 99 / 207 (74)    | 1.42× | 47 / 82  |
+//! | 1,024 | 228 / 368 (34)  | 347 (152)  | 422 / 718 (147)  | 1.22× | 52 / 120 |
+//!
+//! Before (issue 14, same machine kind): the packing guest at 1,024
+//! devices 9–11 ms p50, 13–34 ms p99; the built-in 0.7–0.8 ms per call.
+//! Instructions of one 1,024-device call (`valgrind --tool=callgrind` on
+//! `crates/policy/examples/call_cost.rs`, (11 calls − 1 call) / 10):
+//! before (fresh instance, whole request lowered) 31.4 M; now (warm
+//! instance, by index) 1.18 M; the same packing native 1.74 M (its table
+//! built per call).
+//!
+//! A second run, with other builds busy on the machine (600 rounds): at
+//! 1,024 devices guest e2e 359 / 553 µs p50/p99, 1.21× native and 1.68×
+//! "native, kept" (213 µs; srv 155 vs 57 µs, 2.7×); at 64, 1.44× / 1.59×;
+//! at 8 the guest's round trip was 194 µs against 51 (3.8×), its server
+//! side 9.8 µs: waking the blocking thread dominates small calls on a
+//! loaded machine. Allocate guest / built-in: 1.8–4.4× e2e (no native
+//! counterpart of `allocate-shaper`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
