@@ -1,8 +1,10 @@
 //! `demo`: the real host, unchanged, against an in-process simulated
 //! kubelet on a temporary device-plugin folder. It prints each
 //! registration and device list, admits one sample container per resource
-//! through every RPC the resource offers, and then keeps printing device
-//! list changes until interrupted.
+//! through every RPC the resource offers, shows the DRA resource of
+//! `config/examples/dra-demo` published and a sample claim prepared
+//! ([`crate::demo_dra`]), and then keeps printing device list changes until
+//! interrupted.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,8 @@ use std::time::Duration;
 use anyhow::Context;
 use wdp_host::{Host, HostOptions, Metrics};
 use wdp_kubelet_sim::SimKubelet;
+
+use crate::demo_dra::{DEMO_NODE, DraWorld};
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
@@ -25,6 +29,15 @@ pub struct DemoArgs {
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, env = "WDP_METRICS_ADDR")]
     metrics_addr: Option<SocketAddr>,
+
+    /// A DRA resource file run beside the configuration (the configuration
+    /// directory is copied into a temporary one with this file added).
+    #[arg(long, default_value = "config/examples/dra-demo/loop-dra.toml")]
+    dra_resource: PathBuf,
+
+    /// Run the configuration directory as it is, without a DRA resource.
+    #[arg(long)]
+    no_dra: bool,
 
     /// Exit after the sample admissions instead of running until interrupted.
     #[arg(long)]
@@ -41,18 +54,28 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         "simulated kubelet serving {}",
         folder.path().join("kubelet.sock").display()
     );
+    let registry_dir = folder.path().join("plugins_registry");
+    std::fs::create_dir_all(&registry_dir).context("creating the plugins registry folder")?;
+    let (config_dir, dra) = if args.no_dra {
+        (args.config_dir.clone(), None)
+    } else {
+        let config_dir = folder.path().join("config");
+        seed_config(&args.config_dir, &args.dra_resource, &config_dir)?;
+        let dra = DraWorld::start(folder.path(), &registry_dir).await?;
+        (config_dir, Some(dra))
+    };
     let host = Host::start(
         HostOptions {
-            config_dir: args.config_dir.clone(),
+            config_dir: config_dir.clone(),
             device_plugin_dir: folder.path().to_owned(),
             host_root: args.host_root.clone(),
             cdi_dir: folder.path().join("cdi"),
             registration: wdp_host::RegistrationMode::Kubelet,
-            plugins_registry_dir: folder.path().join("plugins_registry"),
+            plugins_registry_dir: registry_dir.clone(),
             plugins_dir: folder.path().join("plugins"),
             state_dir: folder.path().join("state"),
-            kubeconfig: None,
-            node_name: "demo-node".to_owned(),
+            kubeconfig: dra.as_ref().map(|d| d.kubeconfig().to_owned()),
+            node_name: DEMO_NODE.to_owned(),
         },
         Metrics::new(),
     )
@@ -71,7 +94,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         crate::http::serve(addr, host.clone()).await?;
     }
 
-    let resources: Vec<String> = host.status().await.into_keys().collect();
+    let dra_resources = host.dra_status().await;
+    let resources: Vec<String> = host
+        .status()
+        .await
+        .into_keys()
+        .filter(|name| !dra_resources.contains_key(name))
+        .collect();
     for name in &resources {
         let record = kubelet
             .wait_registered(name, 1, Duration::from_secs(10))
@@ -146,6 +175,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
     }
 
+    if let Some(dra) = &dra {
+        dra.show(&host).await?;
+    }
+
     let violations = kubelet.state().violations;
     if !violations.is_empty() {
         anyhow::bail!("the plugin broke the protocol: {violations:?}");
@@ -156,7 +189,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     println!(
         "\nrunning; edit {} to reload live, Ctrl-C to stop",
-        args.config_dir.display()
+        config_dir.display()
     );
     let mut state = kubelet.wait_for("", Duration::ZERO, |_| true).await.ok();
     let watch = async {
@@ -213,4 +246,37 @@ fn missing_guests_hint(config_dir: &Path) -> Option<String> {
          (after `rustup target add wasm32-wasip2`); run it, then the demo again.",
         missing.join("\n")
     ))
+}
+
+/// Lays out the demo's configuration in `target`: the resource and host
+/// files of `config_dir`, its `guests/` folder (linked, not copied), and
+/// the DRA resource file `dra_resource`.
+fn seed_config(config_dir: &Path, dra_resource: &Path, target: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(target).context("creating the demo's config folder")?;
+    let entries = std::fs::read_dir(config_dir)
+        .with_context(|| format!("reading {}", config_dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", config_dir.display()))?;
+        let name = entry.file_name();
+        if name.to_string_lossy().ends_with(".toml") {
+            std::fs::copy(entry.path(), target.join(&name))
+                .with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    let guests =
+        std::path::absolute(config_dir.join("guests")).context("resolving the guests folder")?;
+    std::os::unix::fs::symlink(&guests, target.join("guests"))
+        .context("linking the guests folder")?;
+    let name = dra_resource
+        .file_name()
+        .with_context(|| format!("{} names no file", dra_resource.display()))?;
+    std::fs::copy(dra_resource, target.join(name))
+        .with_context(|| format!("copying the DRA resource {}", dra_resource.display()))?;
+    println!(
+        "configuration: {} with {} added, in {}",
+        config_dir.display(),
+        dra_resource.display(),
+        target.display()
+    );
+    Ok(())
 }

@@ -118,10 +118,16 @@ impl DraWorld {
                 |all| {
                     let mine: Vec<_> = all
                         .iter()
-                        .filter(|s| s.spec.driver == driver && s.spec.node_name.as_deref() == Some(DEMO_NODE))
+                        .filter(|s| {
+                            s.spec.driver == driver
+                                && s.spec.node_name.as_deref() == Some(DEMO_NODE)
+                        })
                         .collect();
                     !mine.is_empty()
-                        && mine.iter().map(|s| s.spec.devices.as_ref().map_or(0, Vec::len)).sum::<usize>()
+                        && mine
+                            .iter()
+                            .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+                            .sum::<usize>()
                             == expected
                 },
                 STEP,
@@ -163,7 +169,14 @@ impl DraWorld {
                     .taints
                     .iter()
                     .flatten()
-                    .map(|t| format!(" taint {}={}:{}", t.key, t.value.as_deref().unwrap_or(""), t.effect))
+                    .map(|t| {
+                        format!(
+                            " taint {}={}:{}",
+                            t.key,
+                            t.value.as_deref().unwrap_or(""),
+                            t.effect
+                        )
+                    })
                     .collect::<String>();
                 println!("    {} (ID {id}) {attributes}{taints}", device.name);
                 if first_device.is_none() && device.taints.as_ref().is_none_or(Vec::is_empty) {
@@ -186,8 +199,14 @@ impl DraWorld {
             "  sample claim {}/{} allocated {device}:",
             reference.namespace, reference.name
         );
-        let first = self.kubelet.prepare(driver, std::slice::from_ref(&reference)).await?;
-        let again = self.kubelet.prepare(driver, std::slice::from_ref(&reference)).await?;
+        let first = self
+            .kubelet
+            .prepare(driver, std::slice::from_ref(&reference))
+            .await?;
+        let again = self
+            .kubelet
+            .prepare(driver, std::slice::from_ref(&reference))
+            .await?;
         match first.claims.get(&reference.uid) {
             Some(Ok(devices)) => {
                 for d in devices {
@@ -214,7 +233,10 @@ impl DraWorld {
             Some(Err(error)) => println!("    NodePrepareResources failed: {error}"),
             None => println!("    NodePrepareResources left the claim out"),
         }
-        let unprepared = self.kubelet.unprepare(driver, std::slice::from_ref(&reference)).await?;
+        let unprepared = self
+            .kubelet
+            .unprepare(driver, std::slice::from_ref(&reference))
+            .await?;
         match unprepared.claims.get(&reference.uid) {
             Some(Ok(())) => println!("    NodeUnprepareResources -> ok (CDI spec removed)"),
             Some(Err(error)) => println!("    NodeUnprepareResources failed: {error}"),
@@ -295,7 +317,11 @@ fn show_cdi_spec(cdi_dir: &Path, uid: &str) {
                 println!("      {}: env {env}", device["name"]);
             }
         }
-        for env in spec["containerEdits"]["env"].as_array().into_iter().flatten() {
+        for env in spec["containerEdits"]["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             println!("      every device: env {env}");
         }
     }

@@ -5,6 +5,7 @@
 //! device-plugin logic lives in `wdp-host`.
 
 mod demo;
+mod demo_dra;
 mod exercise;
 mod http;
 mod precompile;
