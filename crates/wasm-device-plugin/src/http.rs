@@ -1,6 +1,7 @@
 //! The operator's HTTP endpoint: `/metrics`, `/healthz` (the process
 //! answers) and `/readyz` (every resource is registered, every DRA
-//! driver's slices published; else one line per resource saying why).
+//! driver's slices published; else one line per resource saying why; a
+//! warning line for a DRA driver whose API server drops device taints).
 //!
 //! `/metrics` speaks the Prometheus text format 0.0.4 unless the scraper's
 //! `Accept` header prefers OpenMetrics 1.0 (Prometheus itself asks for it by
@@ -133,15 +134,30 @@ fn prometheus_text(openmetrics: &str) -> String {
 async fn ready(State(host): State<Arc<Host>>) -> impl IntoResponse {
     let status = host.status().await;
     let waiting = host.not_ready().await;
+    // Not a reason to stop the rollout, but an operator must see it: the
+    // cluster silently keeps unhealthy devices schedulable.
+    let warnings: String = host
+        .dra_status()
+        .await
+        .into_values()
+        .filter(|(_, publish)| publish.taints_dropped)
+        .map(|(driver, _)| {
+            format!(
+                "warning: DRA driver {driver}: the API server drops device taints \
+                 (feature gate DRADeviceTaints off, before Kubernetes 1.37): \
+                 unhealthy devices stay schedulable\n"
+            )
+        })
+        .collect();
     if waiting.is_empty() {
         (
             StatusCode::OK,
-            format!("ready: {} resources registered\n", status.len()),
+            format!("ready: {} resources registered\n{warnings}", status.len()),
         )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready:\n{}\n", waiting.join("\n")),
+            format!("not ready:\n{}\n{warnings}", waiting.join("\n")),
         )
     }
 }
