@@ -17,6 +17,7 @@ use crate::error::ApiError;
 /// The publisher retries with its own backoff; callers of [`get_claim`]
 /// decide for themselves.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
+    install_tls_provider();
     let mut config = match kubeconfig {
         Some(path) => {
             let kubeconfig_error = |source| ApiError::Kubeconfig {
@@ -54,4 +55,12 @@ pub async fn get_claim(
         .map_err(|source| {
             ApiError::request(format!("reading ResourceClaim {namespace}/{name}"), source)
         })
+}
+
+/// Makes ring (what kube is built with here) the process's TLS provider,
+/// unless one was chosen already: when another crate of the process links a
+/// second provider, rustls refuses to pick one by itself and every TLS
+/// connection would panic.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -19,7 +19,7 @@ mod plan;
 mod publisher;
 mod validate;
 
-pub use client::{client, get_claim};
+pub use client::{client, get_claim, install_tls_provider};
 pub use device::{AttributeValue, DeviceTaint, DraDevice, TaintEffect, UnknownTaintEffect};
 pub use error::ApiError;
 pub use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSliceSpec};

@@ -128,6 +128,9 @@ pub struct GuestCaller {
     metrics: Arc<Metrics>,
     /// Hooks whose latest call failed (for once-per-change logging).
     failing: Mutex<BTreeSet<Hook>>,
+    /// Total time spent in [`call_blocking`](Self::call_blocking) calls
+    /// (nanoseconds): what a refresh subtracts to know its own cost.
+    blocking_nanos: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for GuestCaller {
@@ -146,7 +149,17 @@ impl GuestCaller {
             root,
             metrics,
             failing: Mutex::new(BTreeSet::new()),
+            blocking_nanos: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Time spent waiting for guests in
+    /// [`call_blocking`](Self::call_blocking) so far, all calls together.
+    pub fn blocking_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(
+            self.blocking_nanos
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     fn context(
@@ -186,7 +199,12 @@ impl GuestCaller {
         let started = Instant::now();
         let _in_flight = self.in_flight(binding, guest.name());
         let result = invoke(guest, binding.hook, &ctx, call, check);
-        self.record(binding, guest.name(), &result, started.elapsed());
+        let elapsed = started.elapsed();
+        self.blocking_nanos.fetch_add(
+            u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.record(binding, guest.name(), &result, elapsed);
         result
     }
 

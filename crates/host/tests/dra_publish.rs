@@ -69,7 +69,7 @@ async fn setup() -> Setup {
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
     // Two TLS providers end up linked into the test binary; pick kube's.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    wdp_dra_client::install_tls_provider();
     let client = wdp_dra_client::client(Some(&kubeconfig)).await.unwrap();
     let publisher = SlicePublisher::spawn(
         client,

@@ -2,7 +2,7 @@
 //! kubelet on a temporary device-plugin folder. It prints each
 //! registration and device list, admits one sample container per resource
 //! through every RPC the resource offers, shows the DRA resource of
-//! `config/examples/dra-demo` published and a sample claim prepared
+//! `config/dra-demo` published and a sample claim prepared
 //! ([`crate::demo_dra`]), and then keeps printing device list changes until
 //! interrupted.
 
@@ -32,8 +32,9 @@ pub struct DemoArgs {
 
     /// A DRA resource file run beside the configuration (the configuration
     /// directory is copied into a temporary one with this file added).
-    #[arg(long, default_value = "config/examples/dra-demo/loop-dra.toml")]
-    dra_resource: PathBuf,
+    /// Default: `<config-dir>/dra-demo/loop-dra.toml` when it exists.
+    #[arg(long)]
+    dra_resource: Option<PathBuf>,
 
     /// Run the configuration directory as it is, without a DRA resource.
     #[arg(long)]
@@ -56,13 +57,19 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let registry_dir = folder.path().join("plugins_registry");
     std::fs::create_dir_all(&registry_dir).context("creating the plugins registry folder")?;
-    let (config_dir, dra) = if args.no_dra {
-        (args.config_dir.clone(), None)
-    } else {
-        let config_dir = folder.path().join("config");
-        seed_config(&args.config_dir, &args.dra_resource, &config_dir)?;
-        let dra = DraWorld::start(folder.path(), &registry_dir).await?;
-        (config_dir, Some(dra))
+    let dra_resource = match &args.dra_resource {
+        _ if args.no_dra => None,
+        Some(file) => Some(file.clone()),
+        None => Some(args.config_dir.join("dra-demo/loop-dra.toml")).filter(|f| f.is_file()),
+    };
+    let (config_dir, dra) = match dra_resource {
+        None => (args.config_dir.clone(), None),
+        Some(dra_resource) => {
+            let config_dir = folder.path().join("config");
+            seed_config(&args.config_dir, &dra_resource, &config_dir)?;
+            let dra = DraWorld::start(folder.path(), &registry_dir).await?;
+            (config_dir, Some(dra))
+        }
     };
     let host = Host::start(
         HostOptions {

@@ -48,6 +48,9 @@ pub async fn client_of(
             .await
             .expect("kubeconfig is usable");
     config.default_retry = retry;
+    // kube is built with ring; a workspace build also links aws-lc-rs (the
+    // tests' CDI schema crate), and then rustls cannot choose by itself.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     kube::Client::try_from(config).expect("client")
 }
 

@@ -36,9 +36,6 @@ impl std::fmt::Debug for DraApi {
 /// an unreachable server shows in the publishers' status, never here).
 /// `file` is the DRA resource that needs it, for the error.
 pub async fn connect(options: &HostOptions, file: &std::path::Path) -> Result<DraApi, HostError> {
-    // kube-rs is built with ring; say so, in case another part of the
-    // process linked a second provider (already set: nothing to do).
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = wdp_dra_client::client(options.kubeconfig.as_deref())
         .await
         .map_err(|error| HostError::Dra {

@@ -1,0 +1,254 @@
+//! The DRA mode on the real binary, beside the shipped configuration's four
+//! device-plugin resources: `cargo bench -p wasm-device-plugin --bench dra`.
+//!
+//! One DRA resource (loop4–loop7 of a fixture root) is served twice, first
+//! with the built-in policy, then with the `allocate-shaper` guest, against
+//! the in-process API server and DRA kubelet stand-in. Printed:
+//!
+//! - `NodePrepareResources` round trips (claim read from the API server,
+//!   guests, CDI spec written, checkpoint), p50/p99 over
+//!   `WDP_BENCH_CLAIMS` claims (default 200), each unprepared after;
+//! - hardware change → republished slice: a device node removed until its
+//!   device carries the unhealthy taint in the API server, and back;
+//! - config change → republished slice: `replicas` 1 ↔ 2 until the slice
+//!   holds the new device count;
+//! - kubelet restart (which wipes the node's slices) → slices back;
+//! - the host's RSS with one DRA and four device-plugin resources.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
+    ResourceClaimStatus, ResourceSlice,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use support::{Layout, SHIPPED_RESOURCES, ms, percentile, status_kib};
+use wdp_fake_apiserver::FakeApiServer;
+use wdp_kubelet_sim::{ClaimRef, DraSimOptions, SimDraKubelet, SimKubelet};
+
+const NODE: &str = "bench-node";
+const DRIVER: &str = "loop.bench.example.com";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn resource_file(guest: bool, replicas: u32) -> String {
+    let hooks = if guest {
+        "[hooks.allocate]\nguest = \"guests/allocate-shaper.wasm\"\n\n[guest-config]\nenv-prefix = \"LOOP\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "version = 1\nresource = \"bench.example.com/loop-dra\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n\n\
+         [[nodes]]\npath = \"/dev/loop[4-7]\"\nreplicas = {replicas}\n\n{hooks}"
+    )
+}
+
+fn devices_in(slices: &[ResourceSlice]) -> Vec<&k8s_openapi::api::resource::v1::Device> {
+    slices
+        .iter()
+        .filter(|s| s.spec.driver == DRIVER && s.spec.node_name.as_deref() == Some(NODE))
+        .flat_map(|s| s.spec.devices.iter().flatten())
+        .collect()
+}
+
+fn claim(n: usize, device: &str) -> ResourceClaim {
+    ResourceClaim {
+        metadata: ObjectMeta {
+            name: Some(format!("claim-{n}")),
+            namespace: Some("bench".to_owned()),
+            ..ObjectMeta::default()
+        },
+        status: Some(ResourceClaimStatus {
+            allocation: Some(AllocationResult {
+                devices: Some(DeviceAllocationResult {
+                    results: Some(vec![DeviceRequestAllocationResult {
+                        request: "loop".to_owned(),
+                        driver: DRIVER.to_owned(),
+                        pool: NODE.to_owned(),
+                        device: device.to_owned(),
+                        ..DeviceRequestAllocationResult::default()
+                    }]),
+                    config: None,
+                }),
+                ..AllocationResult::default()
+            }),
+            ..ResourceClaimStatus::default()
+        }),
+        ..ResourceClaim::default()
+    }
+}
+
+/// One host run: prints every figure for this policy.
+async fn run(guest: bool, claims: usize) {
+    let label = if guest { "allocate guest" } else { "built-in" };
+    let layout = Layout::shipped();
+    let config_file = layout.config.join("loop-dra.toml");
+    std::fs::write(&config_file, resource_file(guest, 1)).unwrap();
+    let registry = layout.tmp.path().join("plugins_registry");
+    std::fs::create_dir_all(&registry).unwrap();
+    let api = Arc::new(FakeApiServer::start().await.unwrap());
+    let kubeconfig = layout.tmp.path().join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    let wiper = api.clone();
+    let mut dra = SimDraKubelet::start(
+        &registry,
+        DraSimOptions {
+            wipe: Some(Arc::new(move || {
+                wiper.wipe_node_slices(NODE, None);
+            })),
+            ..DraSimOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let kubelet = SimKubelet::start(&layout.plugins).await.unwrap();
+    let state = layout.tmp.path().join("state");
+    let plugins_dir = layout.tmp.path().join("kubelet-plugins");
+    let mut child = layout.run(&[
+        "--plugins-registry-dir",
+        registry.to_str().unwrap(),
+        "--plugins-dir",
+        plugins_dir.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--node-name",
+        NODE,
+    ]);
+    let pid = child.id().unwrap();
+    for r in SHIPPED_RESOURCES {
+        kubelet.wait_registered(r, 1, WAIT).await.unwrap();
+    }
+    dra.wait_registered(DRIVER, WAIT).await.unwrap();
+    let slices = api
+        .wait_for_slices(|s| devices_in(s).len() == 4, WAIT)
+        .await
+        .unwrap();
+    let names: Vec<String> = devices_in(&slices).iter().map(|d| d.name.clone()).collect();
+    let idle_kib = status_kib(pid, "VmRSS");
+
+    // NodePrepareResources round trips.
+    let mut prepare = Vec::with_capacity(claims);
+    for n in 0..claims {
+        let c = api.put_claim(claim(n, &names[n % names.len()]));
+        let reference = ClaimRef {
+            namespace: "bench".to_owned(),
+            uid: c.metadata.uid.clone().unwrap(),
+            name: c.metadata.name.clone().unwrap(),
+        };
+        let outcome = dra
+            .prepare(DRIVER, std::slice::from_ref(&reference))
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome.claims.get(&reference.uid), Some(Ok(d)) if !d.is_empty()),
+            "claim {n} not prepared: {:?}",
+            outcome.claims
+        );
+        prepare.push(outcome.elapsed);
+        dra.unprepare(DRIVER, std::slice::from_ref(&reference))
+            .await
+            .unwrap();
+        api.delete_claim("bench", &format!("claim-{n}"));
+    }
+    let loaded_kib = status_kib(pid, "VmRSS");
+
+    // Hardware change → taint published, and back.
+    let node = layout.root.join("dev/loop7");
+    let (mut unplug, mut replug) = (Vec::new(), Vec::new());
+    for _ in 0..10 {
+        let t = Instant::now();
+        std::fs::remove_file(&node).unwrap();
+        api.wait_for_slices(
+            |s| {
+                devices_in(s)
+                    .iter()
+                    .any(|d| d.taints.as_ref().is_some_and(|t| !t.is_empty()))
+            },
+            WAIT,
+        )
+        .await
+        .unwrap();
+        unplug.push(t.elapsed());
+        let t = Instant::now();
+        std::fs::write(&node, b"").unwrap();
+        api.wait_for_slices(
+            |s| {
+                let d = devices_in(s);
+                d.len() == 4
+                    && d.iter()
+                        .all(|d| d.taints.as_ref().is_none_or(Vec::is_empty))
+            },
+            WAIT,
+        )
+        .await
+        .unwrap();
+        replug.push(t.elapsed());
+    }
+
+    // Config change → new device count published.
+    let mut edits = Vec::new();
+    for i in 0..10 {
+        let replicas = if i % 2 == 0 { 2 } else { 1 };
+        let t = Instant::now();
+        std::fs::write(&config_file, resource_file(guest, replicas)).unwrap();
+        api.wait_for_slices(|s| devices_in(s).len() == 4 * replicas as usize, WAIT)
+            .await
+            .unwrap();
+        edits.push(t.elapsed());
+    }
+
+    // Kubelet restart (slices wiped) → republished.
+    let mut restarts = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        dra.restart().await.unwrap();
+        dra.wait_registered(DRIVER, WAIT).await.unwrap();
+        api.wait_for_slices(|s| devices_in(s).len() == 4, WAIT)
+            .await
+            .unwrap();
+        restarts.push(t.elapsed());
+    }
+
+    println!("\n{label}:");
+    println!(
+        "  NodePrepareResources ({claims} claims): p50 {:.2} ms, p99 {:.2} ms",
+        ms(percentile(&mut prepare, 0.5)),
+        ms(percentile(&mut prepare, 0.99))
+    );
+    for (what, samples) in [
+        ("device node removed → taint published", &mut unplug),
+        ("device node back → taint removed", &mut replug),
+        ("replicas edited → slice republished", &mut edits),
+        ("kubelet restart (wipe) → slices back", &mut restarts),
+    ] {
+        println!(
+            "  {what}: p50 {:.1} ms, max {:.1} ms",
+            ms(percentile(samples, 0.5)),
+            ms(percentile(samples, 1.0))
+        );
+    }
+    println!(
+        "  RSS (1 DRA + 4 device-plugin resources): idle {:.1} MiB, after the claims {:.1} MiB",
+        idle_kib as f64 / 1024.0,
+        loaded_kib as f64 / 1024.0
+    );
+    let _ = child.kill().await;
+}
+
+#[tokio::main]
+async fn main() {
+    let claims: usize = std::env::var("WDP_BENCH_CLAIMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    println!(
+        "DRA on the real binary ({}), 2 shared cores",
+        support::binary()
+    );
+    run(false, claims).await;
+    run(true, claims).await;
+}
