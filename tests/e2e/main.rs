@@ -7,6 +7,7 @@ mod support;
 
 mod cdi;
 mod core;
+mod dra;
 mod guests;
 mod hardware;
 mod hostile_input;

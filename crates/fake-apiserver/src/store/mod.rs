@@ -144,6 +144,12 @@ pub(crate) struct WatchStart<K> {
     pub(crate) resource_version: u64,
 }
 
+/// The resourceVersion of an empty store. Never 0: a list answered with
+/// "0" would make a client's watch start "from any state", and a change
+/// between its list and its watch would be lost (a real server never
+/// answers "0" either).
+pub(crate) const FIRST_RESOURCE_VERSION: u64 = 1;
+
 /// The store shared by the HTTP handlers and the test-facing [`crate::FakeApiServer`] methods.
 pub(crate) struct Store {
     state: Mutex<State>,
@@ -154,11 +160,14 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    /// An empty store at resourceVersion 0.
+    /// An empty store at resourceVersion [`FIRST_RESOURCE_VERSION`].
     pub(crate) fn new() -> Self {
         Self {
-            state: Mutex::new(State::default()),
-            latest: watch::channel(0).0,
+            state: Mutex::new(State {
+                resource_version: FIRST_RESOURCE_VERSION,
+                ..State::default()
+            }),
+            latest: watch::channel(FIRST_RESOURCE_VERSION).0,
             taints_dropped: Mutex::new(false),
             stats: Mutex::new(Stats::default()),
         }

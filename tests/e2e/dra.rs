@@ -1,0 +1,424 @@
+//! DRA mode: a resource file with `api = "dra"` served by the real binary
+//! as a DRA driver, against the fake API server (ResourceSlices, claims)
+//! and the simulated kubelet's DRA side (registration, prepare/unprepare,
+//! the health stream), with a fixture tree of device nodes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wdp_fake_apiserver::{FakeApiServer, ResourceClaim, ResourceSlice};
+use wdp_kubelet_sim::dra::DeviceHealth;
+use wdp_kubelet_sim::{ClaimRef, DraSimOptions, SimDraKubelet};
+
+use crate::support::{Plugin, World, free_addr, http_get, read_cdi_spec};
+
+const RESOURCE: &str = "e2e.example.com/hot";
+const DRIVER: &str = "hot.e2e.example.com";
+const NODE: &str = "node-e2e";
+/// The fixture's device nodes (one DRA device each) and the companion.
+const DEVICES: [&str; 2] = ["/dev/hot0", "/dev/hot1"];
+const COMPANION: &str = "/dev/ctl0";
+/// The machine running these tests is loaded: a generous bound.
+const LONG: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A world with the fixture nodes and a DRA resource file, the fake API
+/// server and the simulated kubelet (which wipes the node's slices when it
+/// starts, as the kubelet does).
+struct Dra {
+    world: World,
+    api: Arc<FakeApiServer>,
+    kubelet: SimDraKubelet,
+}
+
+impl Dra {
+    async fn new(extra_config: &[(&str, &str)]) -> Self {
+        let world = World::new();
+        for node in DEVICES.iter().chain([&COMPANION]) {
+            world.add_node(node);
+        }
+        world.write_config(
+            "host.toml",
+            "version = 1\npoll-interval-ms = 50\nreload-debounce-ms = 20\n",
+        );
+        world.write_config(
+            "hot.toml",
+            &format!(
+                "version = 1\nresource = \"{RESOURCE}\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n[[nodes]]\npath = \"/dev/hot*\"\n[[companion-nodes]]\npath = \"{COMPANION}\"\n"
+            ),
+        );
+        for (name, text) in extra_config {
+            world.write_config(name, text);
+        }
+        let api = Arc::new(FakeApiServer::start().await.unwrap());
+        // The node object, as in any cluster. (It also moves the fake
+        // server's resourceVersion off "0": a list answered at "0" makes
+        // kube's watcher watch "from now", missing what happens between
+        // its list and its watch.)
+        api.put_node(
+            serde_json::from_value(serde_json::json!({"metadata": {"name": NODE}})).unwrap(),
+        );
+        api.write_kubeconfig(&world.tmp.path().join("kubeconfig"))
+            .unwrap();
+        let wiped = api.clone();
+        let kubelet = SimDraKubelet::start(
+            world.registry(),
+            DraSimOptions {
+                wipe: Some(Arc::new(move || {
+                    wiped.wipe_node_slices(NODE, None);
+                })),
+                ..DraSimOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        Self {
+            world,
+            api,
+            kubelet,
+        }
+    }
+
+    fn cdi_dir(&self) -> PathBuf {
+        self.world.tmp.path().join("cdi")
+    }
+
+    fn spawn(&self, extra: &[&str]) -> Plugin {
+        let tmp = self.world.tmp.path();
+        let (cdi, plugins, state, kubeconfig) = (
+            self.cdi_dir(),
+            tmp.join("kubelet-plugins"),
+            tmp.join("state"),
+            tmp.join("kubeconfig"),
+        );
+        let mut args = vec![
+            "--cdi-dir",
+            cdi.to_str().unwrap(),
+            "--plugins-dir",
+            plugins.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--node-name",
+            NODE,
+        ];
+        args.extend_from_slice(extra);
+        self.world.spawn_with(&args)
+    }
+
+    /// Waits until the driver's slices list exactly `count` devices.
+    async fn published(&self, plugin: &Plugin, count: usize) -> Vec<ResourceSlice> {
+        self.api
+            .wait_for_slices(|s| device_count(s) == count, LONG)
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {:#?}\n{}", e.last, plugin.log()));
+        self.api.slices_of(NODE, DRIVER)
+    }
+
+    /// Waits for the `count`th registration of the driver since the
+    /// simulated kubelet (re)started.
+    async fn registered(&self, plugin: &Plugin, count: u64) {
+        self.kubelet
+            .wait_for("driver registration", LONG, |s| {
+                s.drivers.contains_key(DRIVER)
+                    && s.registrations.get(DRIVER).is_some_and(|&n| n >= count)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {:#?}\n{}", self.kubelet.state(), plugin.log()));
+    }
+}
+
+/// How many devices the driver's slices for the node list.
+fn device_count(slices: &[ResourceSlice]) -> usize {
+    slices
+        .iter()
+        .filter(|s| s.spec.driver == DRIVER && s.spec.node_name.as_deref() == Some(NODE))
+        .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+        .sum()
+}
+
+fn device_names(slices: &[ResourceSlice]) -> Vec<String> {
+    let mut names: Vec<String> = slices
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten().map(|d| d.name.clone()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The DRA device name of a fixture node, by the documented rule.
+fn name_of(node: &str) -> String {
+    wdp_dra_client::naming::device_name(node.trim_start_matches("/dev/")).unwrap()
+}
+
+/// A claim allocated the devices of `nodes` in pool `NODE`, stored in the
+/// API server; returns its reference.
+fn put_claim(api: &FakeApiServer, name: &str, nodes: &[&str]) -> ClaimRef {
+    let results: Vec<serde_json::Value> = nodes
+        .iter()
+        .map(|node| {
+            serde_json::json!({
+                "request": "hot", "driver": DRIVER, "pool": NODE, "device": name_of(node)
+            })
+        })
+        .collect();
+    let claim: ResourceClaim = serde_json::from_value(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "hot", "exactly": {"deviceClassName": "hot"}}]}},
+        "status": {"allocation": {"devices": {"results": results}}}
+    }))
+    .unwrap();
+    let stored = api.put_claim(claim);
+    ClaimRef::new("default", name, stored.metadata.uid.as_deref().unwrap())
+}
+
+/// Prepares `claim`; returns its CDI device IDs, sorted.
+async fn prepare(dra: &Dra, plugin: &Plugin, claim: &ClaimRef) -> Vec<String> {
+    let outcome = dra
+        .kubelet
+        .prepare(DRIVER, std::slice::from_ref(claim))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    assert_eq!(outcome.service, "v1.DRAPlugin");
+    let devices = outcome.claims[&claim.uid]
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    let mut ids: Vec<String> = devices
+        .iter()
+        .inspect(|d| assert_eq!(d.pool_name, NODE))
+        .flat_map(|d| d.cdi_device_ids.clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn unprepare(dra: &Dra, claim: &ClaimRef) {
+    let outcome = dra
+        .kubelet
+        .unprepare(DRIVER, std::slice::from_ref(claim))
+        .await
+        .unwrap();
+    assert_eq!(outcome.claims[&claim.uid], Ok(()));
+}
+
+fn spec_path(dra: &Dra, claim: &ClaimRef) -> PathBuf {
+    dra.cdi_dir()
+        .join(format!("wdp-e2e.example.com-hot_{}.json", claim.uid))
+}
+
+#[tokio::test]
+async fn dra_driver_registers_and_publishes_one_device_per_node() {
+    let dra = Dra::new(&[]).await;
+    let plugin = dra.spawn(&[]);
+    dra.registered(&plugin, 1).await;
+    let record = dra.kubelet.driver(DRIVER).unwrap();
+    assert_eq!(record.info.r#type, "DRAPlugin");
+    assert_eq!(record.chosen_service, "v1.DRAPlugin");
+    assert_eq!(
+        PathBuf::from(&record.info.endpoint),
+        dra.world
+            .tmp
+            .path()
+            .join("kubelet-plugins")
+            .join(DRIVER)
+            .join("dra.sock")
+    );
+    assert_eq!(
+        record.socket,
+        dra.world.registry().join(format!("{DRIVER}-reg.sock"))
+    );
+
+    let slices = dra.published(&plugin, DEVICES.len()).await;
+    let mut expected: Vec<String> = DEVICES.iter().map(|n| name_of(n)).collect();
+    expected.sort();
+    assert_eq!(device_names(&slices), expected);
+    for slice in &slices {
+        assert_eq!(slice.spec.pool.name, NODE);
+        assert_eq!(slice.spec.node_name.as_deref(), Some(NODE));
+    }
+    // No device-plugin socket for a DRA resource.
+    assert!(dra.world.plugin_sockets().is_empty());
+}
+
+#[tokio::test]
+async fn dra_prepare_writes_a_cdi_spec_idempotently_and_unprepare_removes_it() {
+    let dra = Dra::new(&[]).await;
+    let plugin = dra.spawn(&[]);
+    dra.registered(&plugin, 1).await;
+    dra.published(&plugin, DEVICES.len()).await;
+
+    let claim = put_claim(&dra.api, "one", &[DEVICES[0]]);
+    let ids = prepare(&dra, &plugin, &claim).await;
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(ids[0].starts_with(&format!("{RESOURCE}=")), "{ids:?}");
+    let path = spec_path(&dra, &claim);
+    let spec = read_cdi_spec(&path);
+    assert_eq!(spec["kind"], RESOURCE);
+    let text = spec.to_string();
+    assert!(text.contains(DEVICES[0]), "{text}");
+    assert!(text.contains(COMPANION), "{text}");
+    assert!(!text.contains(DEVICES[1]), "{text}");
+    let cdi_names: Vec<&str> = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    let name = ids[0].split_once('=').unwrap().1;
+    assert!(cdi_names.contains(&name), "{name} not in {cdi_names:?}");
+
+    // The kubelet may call again: the same answer.
+    assert_eq!(prepare(&dra, &plugin, &claim).await, ids);
+    unprepare(&dra, &claim).await;
+    assert!(!path.exists(), "unprepare leaves {}", path.display());
+    // Unprepare is idempotent too.
+    unprepare(&dra, &claim).await;
+}
+
+#[tokio::test]
+async fn dra_prepare_is_idempotent_across_a_host_restart() {
+    let dra = Dra::new(&[]).await;
+    let mut plugin = dra.spawn(&[]);
+    dra.registered(&plugin, 1).await;
+    dra.published(&plugin, DEVICES.len()).await;
+    let claim = put_claim(&dra.api, "both", &DEVICES);
+    let ids = prepare(&dra, &plugin, &claim).await;
+    assert_eq!(ids.len(), DEVICES.len(), "{ids:?}");
+    let path = spec_path(&dra, &claim);
+
+    assert!(plugin.terminate().await.success(), "{}", plugin.log());
+    assert!(path.exists(), "a clean shutdown keeps the claim's spec");
+    let plugin = dra.spawn(&[]);
+    dra.registered(&plugin, 2).await;
+    assert_eq!(prepare(&dra, &plugin, &claim).await, ids);
+    read_cdi_spec(&path);
+
+    // The claim is gone from the API server: unprepare still succeeds,
+    // from the checkpoint.
+    assert!(dra.api.delete_claim("default", "both"));
+    unprepare(&dra, &claim).await;
+    assert!(!path.exists(), "unprepare leaves {}", path.display());
+}
+
+#[tokio::test]
+async fn dra_kubelet_restart_reregisters_and_republishes_wiped_slices() {
+    let mut dra = Dra::new(&[]).await;
+    let plugin = dra.spawn(&[]);
+    dra.registered(&plugin, 1).await;
+    dra.published(&plugin, DEVICES.len()).await;
+
+    dra.kubelet.restart().await.unwrap();
+    assert_eq!(dra.kubelet.state().wipes, 2);
+    dra.registered(&plugin, 1).await;
+    let slices = dra.published(&plugin, DEVICES.len()).await;
+    let mut expected: Vec<String> = DEVICES.iter().map(|n| name_of(n)).collect();
+    expected.sort();
+    assert_eq!(device_names(&slices), expected);
+}
+
+#[tokio::test]
+async fn dra_hot_unplug_taints_the_device_and_reports_it_unhealthy() {
+    let dra = Dra::new(&[]).await;
+    let plugin = dra.spawn(&[]);
+    dra.registered(&plugin, 1).await;
+    dra.published(&plugin, DEVICES.len()).await;
+    let gone = name_of(DEVICES[1]);
+    let key = (NODE.to_owned(), gone.clone());
+    dra.kubelet
+        .wait_health(DRIVER, LONG, |r| {
+            r.health.get(&key).map(|h| h.health) == Some(DeviceHealth::Healthy)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:#?}\n{}", dra.kubelet.state(), plugin.log()));
+
+    dra.world.remove_node(DEVICES[1]);
+    let taint_key = format!("{DRIVER}/unhealthy");
+    let tainted = |slices: &[ResourceSlice]| -> Vec<String> {
+        slices
+            .iter()
+            .filter(|s| s.spec.driver == DRIVER)
+            .flat_map(|s| s.spec.devices.iter().flatten())
+            .filter(|d| d.taints.iter().flatten().any(|t| t.key == taint_key))
+            .map(|d| d.name.clone())
+            .collect()
+    };
+    dra.api
+        .wait_for_slices(|s| tainted(s) == [gone.clone()], LONG)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:#?}\n{}", e.last, plugin.log()));
+    dra.kubelet
+        .wait_health(DRIVER, LONG, |r| {
+            r.health.get(&key).map(|h| h.health) == Some(DeviceHealth::Unhealthy)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:#?}\n{}", dra.kubelet.state(), plugin.log()));
+    let record = dra.kubelet.driver(DRIVER).unwrap();
+    let healthy = (NODE.to_owned(), name_of(DEVICES[0]));
+    assert_eq!(record.health[&healthy].health, DeviceHealth::Healthy);
+
+    // It comes back: the taint goes.
+    dra.world.add_node(DEVICES[1]);
+    dra.api
+        .wait_for_slices(|s| tainted(s).is_empty() && device_count(s) == 2, LONG)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:#?}\n{}", e.last, plugin.log()));
+}
+
+#[tokio::test]
+async fn dra_unreachable_api_server_fails_readyz_but_spares_device_plugin_resources() {
+    const FUSE: &str = "e2e.example.com/fuse";
+    let dra = Dra::new(&[(
+        "fuse.toml",
+        &format!("version = 1\nresource = \"{FUSE}\"\n[[nodes]]\npath = \"/dev/fuse\"\n"),
+    )])
+    .await;
+    dra.world.add_node("/dev/fuse");
+    dra.api.set_refusing(true);
+    let kubelet = dra.world.kubelet().await;
+    let addr = free_addr();
+    let plugin = dra.spawn(&["--registration", "kubelet", "--metrics-addr", &addr]);
+    kubelet
+        .wait_registered(FUSE, 1, LONG)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+
+    // Not ready, naming only the driver whose slices are not published
+    // (the device-plugin resource is ready just after the kubelet records
+    // its registration).
+    let deadline = tokio::time::Instant::now() + LONG;
+    loop {
+        if let Ok((code, body)) = http_get(&addr, "/readyz").await
+            && body.contains(DRIVER)
+            && !body.contains(FUSE)
+        {
+            assert_ne!(code, 200, "{body}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/readyz never named {DRIVER} alone\n{}",
+            plugin.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(dra.api.slices_of(NODE, DRIVER).is_empty());
+
+    // The API server answers again: slices, then ready.
+    dra.api.set_refusing(false);
+    dra.published(&plugin, DEVICES.len()).await;
+    let deadline = tokio::time::Instant::now() + LONG;
+    loop {
+        let answer = http_get(&addr, "/readyz").await;
+        if matches!(answer, Ok((200, _))) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never ready: {answer:?}\n{}",
+            plugin.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
