@@ -28,7 +28,7 @@ for (const guest of guests) {
   const { component } = await componentize({
     sourcePath: guest.source,
     witPath: wit,
-    worldName: `wasm-device-plugin:policy/${guest.world}@0.1.0`,
+    worldName: `wasm-device-plugin:policy/${guest.world}@0.1.1`,
     // No `fetch` and no incoming-handler: the host provides no wasi:http.
     // stdio, random and clocks stay (the host serves them, inert).
     disableFeatures: ['http', 'fetch-event'],
