@@ -280,13 +280,15 @@ impl DeviceSet {
         ids: &[String],
         require_healthy: bool,
     ) -> Result<Vec<u32>, String> {
-        let mut seen = vec![false; self.devices.len()];
+        // Sized by the request, not the set: no per-device allocation on
+        // every call of a 65,000-device resource.
+        let mut seen = std::collections::BTreeSet::new();
         ids.iter()
             .map(|id| {
                 let index = self
                     .position(id)
                     .ok_or_else(|| format!("unknown device {id:?}"))?;
-                if std::mem::replace(&mut seen[index], true) {
+                if !seen.insert(index) {
                     return Err(format!("device {id:?} is listed twice"));
                 }
                 let device = &self.devices[index];

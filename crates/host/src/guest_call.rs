@@ -9,6 +9,7 @@
 //! shared, immutable snapshots.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -130,7 +131,7 @@ pub struct GuestCaller {
     failing: Mutex<BTreeSet<Hook>>,
     /// Total time spent in [`call_blocking`](Self::call_blocking) calls
     /// (nanoseconds): what a refresh subtracts to know its own cost.
-    blocking_nanos: std::sync::atomic::AtomicU64,
+    blocking_nanos: AtomicU64,
 }
 
 impl std::fmt::Debug for GuestCaller {
@@ -149,17 +150,14 @@ impl GuestCaller {
             root,
             metrics,
             failing: Mutex::new(BTreeSet::new()),
-            blocking_nanos: std::sync::atomic::AtomicU64::new(0),
+            blocking_nanos: AtomicU64::new(0),
         }
     }
 
     /// Time spent waiting for guests in
     /// [`call_blocking`](Self::call_blocking) so far, all calls together.
-    pub fn blocking_time(&self) -> std::time::Duration {
-        std::time::Duration::from_nanos(
-            self.blocking_nanos
-                .load(std::sync::atomic::Ordering::Relaxed),
-        )
+    pub fn blocking_time(&self) -> Duration {
+        Duration::from_nanos(self.blocking_nanos.load(Ordering::Relaxed))
     }
 
     fn context(
@@ -202,7 +200,7 @@ impl GuestCaller {
         let elapsed = started.elapsed();
         self.blocking_nanos.fetch_add(
             u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
-            std::sync::atomic::Ordering::Relaxed,
+            Ordering::Relaxed,
         );
         self.record(binding, guest.name(), &result, elapsed);
         result
