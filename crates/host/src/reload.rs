@@ -86,8 +86,10 @@ fn prepare_changed(
         })
         .collect();
     if loaded_any {
-        // A compile frees most of what it allocated; give it back.
+        // A compile frees most of what it allocated, and ran compiler code
+        // serving does not run again: give both back.
         wdp_policy::release_free_memory();
+        wdp_policy::release_unused_code_pages();
     }
     specs
 }

@@ -63,7 +63,7 @@ pub use guest::Guest;
 pub use hook::{Hook, UnknownHook};
 pub use indexed::PreferredAnswer;
 pub use regular_file::{RegularFileError, read_regular_file};
-pub use trim::release_free_memory;
+pub use trim::{release_free_memory, release_unused_code_pages};
 pub use types::{
     Candidate, CandidateKind, ContainerResponse, Device, DeviceFacts, DeviceNode, DeviceRef,
     DeviceSpec, Mount, NodeType, PreferredRequest, Verdict,
