@@ -21,7 +21,7 @@ pub fn discovery(candidates: &[Candidate], replicas: &[u32]) -> Vec<Device> {
             attributes: c
                 .attributes
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
             replicas: (*replicas).max(1),
         })

@@ -2,7 +2,7 @@
 //! ID with its health, built from discovery's devices and health's
 //! verdicts. Immutable once built; a change is a new set swapped in whole.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -255,6 +255,46 @@ impl DeviceSet {
                 key_len(1) + encoded_len_varint(device as u64) + device
             })
             .sum()
+    }
+
+    /// The devices this set was built from, replicas counted back from
+    /// their IDs: what [`build`](Self::build) turns into the same set
+    /// again (in order of their first ID, not discovery's order).
+    pub fn devices_advertised(&self) -> Vec<Device> {
+        let mut devices: Vec<Device> = Vec::new();
+        let mut position: HashMap<&str, usize> = HashMap::new();
+        for d in &self.devices {
+            match position.get(d.device.device_id.as_str()) {
+                Some(&i) => devices[i].replicas += 1,
+                None => {
+                    position.insert(&d.device.device_id, devices.len());
+                    devices.push(Device {
+                        id: d.device.device_id.clone(),
+                        candidates: d.candidates.clone(),
+                        numa_nodes: d.device.numa_nodes.clone(),
+                        attributes: d.device.attributes.clone(),
+                        replicas: 1,
+                    });
+                }
+            }
+        }
+        devices
+    }
+
+    /// The health verdict of every device ([`devices_advertised`](Self::devices_advertised)),
+    /// by device ID.
+    pub fn verdicts(&self) -> HashMap<&str, Verdict> {
+        let mut verdicts = HashMap::new();
+        for d in &self.devices {
+            verdicts
+                .entry(d.device.device_id.as_str())
+                .or_insert_with(|| Verdict {
+                    id: d.device.device_id.clone(),
+                    healthy: d.healthy,
+                    reason: d.reason.clone(),
+                });
+        }
+        verdicts
     }
 
     /// Looks up every ID of a kubelet request, refusing unknown and

@@ -219,10 +219,10 @@ impl Resource {
         let healthy = set.healthy_count();
         let unhealthy = set.len() - healthy;
         let changed = self.devices.send_if_modified(|current| {
-            if **current == set {
+            if Arc::ptr_eq(current, &set) || **current == *set {
                 false
             } else {
-                *current = Arc::new(set);
+                *current = set;
                 true
             }
         });
