@@ -131,17 +131,17 @@ mod tests {
     use wdp_policy::types::DeviceRef;
 
     fn device(id: &str, numa: &[i64]) -> AdvertisedDevice {
-        AdvertisedDevice {
-            device: DeviceRef {
+        AdvertisedDevice::new(
+            DeviceRef {
                 id: id.into(),
                 device_id: id.into(),
                 numa_nodes: numa.to_vec(),
                 ..DeviceRef::default()
             },
-            healthy: true,
-            reason: String::new(),
-            candidates: vec![],
-        }
+            true,
+            String::new(),
+            &[],
+        )
     }
 
     #[test]
