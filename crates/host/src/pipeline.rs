@@ -140,6 +140,8 @@ pub fn run(
         }
     }
     drop(seen);
+    // Held until the next scan: no room left over from growing.
+    scanned.shrink_to_fit();
     // Candidates of the previous scan that are absent now are remembered
     // as gone; those back again are not.
     let present: Arc<Vec<Candidate>> = Arc::new(scanned);
