@@ -84,11 +84,12 @@ impl Ticker {
     }
 
     /// Marks guest code as running until the returned guard is dropped;
-    /// the first such mark wakes the thread.
+    /// wakes the thread when it is parked (a call right after another
+    /// finds it still ticking, and costs no wake-up).
     pub(crate) fn busy(&self) -> Busy<'_> {
         let mut state = self.demand.lock();
         state.running += 1;
-        if state.running == 1 {
+        if state.parked {
             self.demand.wake.notify_all();
         }
         Busy {
