@@ -13,6 +13,24 @@
 //!
 //! Goals: check < 1 s, registration < 2 s, idle CPU < 2 % of a core,
 //! < 1 KB of RSS per device.
+//!
+//! Measured (release build, 2 shared cores with other builds running,
+//! 45–60 s idle window), before → after the epoch ticker parked while no
+//! guest runs, the pipeline kept the advertised set instead of copies of
+//! its devices and verdicts, and candidate attributes became a compact
+//! slice with shared keys:
+//!
+//! | | before | after |
+//! |---|---|---|
+//! | check, 65,000 (runs interleaved) | 652, 852 ms | 566, 652 ms |
+//! | registered, 65,000 (interleaved) | 497, 645 ms | 461, 520 ms |
+//! | idle CPU, 8 devices | 0.51–0.60 % | 0.02–0.03 % |
+//! | idle CPU, 65,000 | 1.29 % | 0.67–0.80 % (polling, ≤ 1 % by design) |
+//! | RSS, 65,000 | 133.8–142.2 MiB | 65.4 MiB (74 MiB before the first poll) |
+//! | RSS per device | 1,880–2,018 bytes | 779 bytes (918 before the first poll) |
+//!
+//! `cargo run -p wdp-host --example scale_heap` gives the in-process
+//! split (device set, candidates) without a release build.
 
 mod support;
 
@@ -72,7 +90,14 @@ async fn idle_cpu(pid: u32, window: Duration) -> (f64, Vec<(String, f64)>) {
         .filter(|(_, share)| *share > 0.0)
         .collect();
     by_thread.sort_by(|a, b| b.1.total_cmp(&a.1));
-    (used.as_secs_f64() / window.as_secs_f64(), by_thread)
+    let total = used.as_secs_f64() / window.as_secs_f64();
+    // Blocking-pool threads (where refreshes run) end after 10 s idle:
+    // their time counts in the total, no longer under a name.
+    let named: f64 = by_thread.iter().map(|(_, share)| share).sum();
+    if total - named >= 0.0001 {
+        by_thread.push(("threads that ended".to_owned(), total - named));
+    }
+    (total, by_thread)
 }
 
 async fn measure(devices: usize, idle: Duration) -> Figures {
