@@ -1,11 +1,13 @@
 //! Resident bytes a resource of many device nodes holds (read after the
-//! allocator trimmed its free memory), and the CPU one unchanged refresh costs: the fast loop for
-//! the scale goal (< 1 KB of RSS a device) without a release build.
+//! allocator trimmed its free memory), and the CPU one unchanged refresh
+//! costs: the fast loop for the scale goal (< 1 KB of RSS a device)
+//! without a release build.
 //! `cargo run -p wdp-host --example scale_heap [DEVICES]` (default 65,000).
 //!
-//! Prints the live heap after the first load and after two refreshes,
-//! split into what each held structure takes (measured by cloning it), and
-//! the thread CPU time of an unchanged refresh.
+//! Prints the resident bytes per device after the first load and after
+//! three unchanged refreshes, what the device set and a hardware scan's
+//! candidates take (measured by building a copy), and the thread CPU time
+//! of each refresh.
 
 use std::time::Instant;
 
