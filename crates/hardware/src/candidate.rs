@@ -1,7 +1,8 @@
 //! The bus-independent shapes discovery reports.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+use crate::attributes::Attributes;
 
 /// Kind of a device node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -112,8 +113,8 @@ pub struct Candidate {
     pub kind: CandidateKind,
     /// NUMA nodes the device is local to; empty when unknown.
     pub numa_nodes: Vec<i64>,
-    /// Facts, see the table above.
-    pub attributes: BTreeMap<String, String>,
+    /// Facts, see the table above (a compact sorted map).
+    pub attributes: Attributes,
     /// Device nodes this candidate maps to (only nodes that exist under the root).
     pub nodes: Vec<DeviceNode>,
     /// Host path of the device's sysfs directory (under `/sys/devices`), the
@@ -124,7 +125,7 @@ pub struct Candidate {
 impl Candidate {
     /// The attribute `key`, if present.
     pub fn attribute(&self, key: &str) -> Option<&str> {
-        self.attributes.get(key).map(String::as_str)
+        self.attributes.get(key)
     }
 }
 

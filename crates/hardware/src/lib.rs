@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod access;
+mod attributes;
 mod candidate;
 mod error;
 mod fsat;
@@ -36,6 +37,7 @@ pub use access::{
     ATTRIBUTE_SIZE_LIMIT, AccessError, list_attributes, read_attribute, read_attribute_bytes,
     write_attribute,
 };
+pub use attributes::Attributes;
 pub use candidate::{Candidate, CandidateKind, DeviceNode, NodeType, Scan};
 pub use error::HardwareError;
 pub use nodes::glob_nodes;

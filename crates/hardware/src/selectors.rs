@@ -305,7 +305,7 @@ fn node_candidate(root: &HostRoot, resolver: &NodeResolver<'_>, r: ResolvedNode)
         id,
         kind: CandidateKind::Node,
         numa_nodes,
-        attributes: attrs,
+        attributes: attrs.into(),
         nodes: vec![node],
         sysfs_dir,
     }

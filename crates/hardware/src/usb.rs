@@ -206,7 +206,7 @@ fn usb_device(
         id: name.to_string(),
         kind: CandidateKind::Usb,
         numa_nodes,
-        attributes: attrs,
+        attributes: attrs.into(),
         nodes,
         sysfs_dir: Some(dir),
     })

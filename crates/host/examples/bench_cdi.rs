@@ -43,7 +43,7 @@ fn main() {
                         kind: CandidateKind::Pci,
                         sysfs_dir: None,
                         numa_nodes: vec![(i % 2) as i64],
-                        attributes: BTreeMap::new(),
+                        attributes: Default::default(),
                         nodes: vec![DeviceNode {
                             path: format!("/dev/accel{i}").into(),
                             node_type: NodeType::Char,

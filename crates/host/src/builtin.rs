@@ -21,7 +21,7 @@ pub fn discovery(candidates: &[Candidate], replicas: &[u32]) -> Vec<Device> {
             attributes: c
                 .attributes
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
             replicas: (*replicas).max(1),
         })
@@ -131,17 +131,17 @@ mod tests {
     use wdp_policy::types::DeviceRef;
 
     fn device(id: &str, numa: &[i64]) -> AdvertisedDevice {
-        AdvertisedDevice {
-            device: DeviceRef {
+        AdvertisedDevice::new(
+            DeviceRef {
                 id: id.into(),
                 device_id: id.into(),
                 numa_nodes: numa.to_vec(),
                 ..DeviceRef::default()
             },
-            healthy: true,
-            reason: String::new(),
-            candidates: vec![],
-        }
+            true,
+            String::new(),
+            &[],
+        )
     }
 
     #[test]

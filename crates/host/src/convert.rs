@@ -36,7 +36,7 @@ pub fn guest_candidate(c: &Candidate, present: bool) -> guest::Candidate {
         attributes: c
             .attributes
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect(),
         nodes: c.nodes.iter().map(guest_node).collect(),
     }

@@ -2,7 +2,7 @@
 //! ID with its health, built from discovery's devices and health's
 //! verdicts. Immutable once built; a change is a new set swapped in whole.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,14 +39,35 @@ pub struct AdvertisedDevice {
     pub healthy: bool,
     /// Why it is unhealthy (free text; empty when healthy).
     pub reason: String,
-    /// IDs of the candidates the device is made of.
-    pub candidates: Vec<String>,
+    /// IDs of the candidates the device is made of; `None` for the
+    /// commonest case, one candidate whose ID is the device's (built-in
+    /// discovery), which then costs nothing per device.
+    candidates: Option<Box<[Box<str>]>>,
 }
 
 impl AdvertisedDevice {
+    /// A device made of `candidates` (IDs).
+    pub fn new(device: DeviceRef, healthy: bool, reason: String, candidates: &[String]) -> Self {
+        let own = matches!(candidates, [only] if *only == device.device_id);
+        Self {
+            candidates: (!own).then(|| candidates.iter().map(|c| c.as_str().into()).collect()),
+            device,
+            healthy,
+            reason,
+        }
+    }
+
     /// The kubelet's ID.
     pub fn id(&self) -> &str {
         &self.device.id
+    }
+
+    /// IDs of the candidates the device is made of.
+    pub fn candidates(&self) -> Vec<String> {
+        match &self.candidates {
+            None => vec![self.device.device_id.clone()],
+            Some(listed) => listed.iter().map(|c| c.to_string()).collect(),
+        }
     }
 }
 
@@ -145,8 +166,8 @@ impl DeviceSet {
                 }
             }
             let mut push = |id: String| {
-                advertised.push(AdvertisedDevice {
-                    device: DeviceRef {
+                advertised.push(AdvertisedDevice::new(
+                    DeviceRef {
                         id,
                         device_id: device.id.clone(),
                         numa_nodes: device.numa_nodes.clone(),
@@ -154,9 +175,9 @@ impl DeviceSet {
                         nodes: nodes.clone(),
                     },
                     healthy,
-                    reason: reason.clone(),
-                    candidates: device.candidates.clone(),
-                });
+                    reason.clone(),
+                    &device.candidates,
+                ));
             };
             if device.replicas <= 1 {
                 push(device.id.clone());
@@ -257,6 +278,46 @@ impl DeviceSet {
             .sum()
     }
 
+    /// The devices this set was built from, replicas counted back from
+    /// their IDs: what [`build`](Self::build) turns into the same set
+    /// again (in order of their first ID, not discovery's order).
+    pub fn devices_advertised(&self) -> Vec<Device> {
+        let mut devices: Vec<Device> = Vec::new();
+        let mut position: HashMap<&str, usize> = HashMap::new();
+        for d in &self.devices {
+            match position.get(d.device.device_id.as_str()) {
+                Some(&i) => devices[i].replicas += 1,
+                None => {
+                    position.insert(&d.device.device_id, devices.len());
+                    devices.push(Device {
+                        id: d.device.device_id.clone(),
+                        candidates: d.candidates(),
+                        numa_nodes: d.device.numa_nodes.clone(),
+                        attributes: d.device.attributes.clone(),
+                        replicas: 1,
+                    });
+                }
+            }
+        }
+        devices
+    }
+
+    /// The health verdict of every device ([`devices_advertised`](Self::devices_advertised)),
+    /// by device ID.
+    pub fn verdicts(&self) -> HashMap<&str, Verdict> {
+        let mut verdicts = HashMap::new();
+        for d in &self.devices {
+            verdicts
+                .entry(d.device.device_id.as_str())
+                .or_insert_with(|| Verdict {
+                    id: d.device.device_id.clone(),
+                    healthy: d.healthy,
+                    reason: d.reason.clone(),
+                });
+        }
+        verdicts
+    }
+
     /// Looks up every ID of a kubelet request, refusing unknown and
     /// repeated IDs, and unhealthy ones when `require_healthy`. The error
     /// names the ID.
@@ -352,6 +413,51 @@ mod tests {
         use prost::Message;
         assert_eq!(set.list_encoded_len(), set.to_list().encoded_len());
         assert_eq!(DeviceSet::default().list_encoded_len(), 0);
+    }
+
+    #[test]
+    fn devices_and_verdicts_read_back_from_a_set_build_it_again() {
+        let device = |id: &str, candidates: &[&str], replicas: u32| Device {
+            id: id.into(),
+            candidates: candidates.iter().map(|c| c.to_string()).collect(),
+            numa_nodes: vec![1],
+            attributes: vec![("k".into(), id.into())],
+            replicas,
+        };
+        let devices = [
+            device("own", &["own"], 1),
+            device("pair", &["c1", "c2"], 1),
+            device("other", &["c3"], 1),
+            device("none", &[], 1),
+            device("shared", &["shared"], 3),
+        ];
+        let verdicts = BTreeMap::from([(
+            "shared".to_owned(),
+            Verdict {
+                id: "shared".into(),
+                healthy: false,
+                reason: "hot".into(),
+            },
+        )]);
+        let set = DeviceSet::build(&devices, &verdicts, &BTreeMap::new());
+        let again = set.devices_advertised();
+        assert_eq!(again.len(), devices.len());
+        for d in &devices {
+            assert!(again.contains(d), "{d:?} missing from {again:?}");
+        }
+        let read: BTreeMap<String, Verdict> = set
+            .verdicts()
+            .into_iter()
+            .map(|(id, v)| (id.to_owned(), v))
+            .collect();
+        assert_eq!(read.len(), devices.len());
+        assert!(!read["shared"].healthy);
+        assert_eq!(read["shared"].reason, "hot");
+        assert!(read["own"].healthy);
+        assert_eq!(DeviceSet::build(&again, &read, &BTreeMap::new()), set);
+        assert_eq!(set.get("pair").unwrap().candidates(), ["c1", "c2"]);
+        assert_eq!(set.get("own").unwrap().candidates(), ["own"]);
+        assert!(set.get("none").unwrap().candidates().is_empty());
     }
 
     #[test]

@@ -16,14 +16,15 @@ use crate::builtin;
 use crate::companions;
 use crate::config::{CdiMode, OnError};
 use crate::convert::guest_candidate;
-use crate::device_set::{CandidateLookup, DeviceSet};
+use crate::device_set::{CandidateLookup, DeviceSet, SharedDeviceSet};
 use crate::error::HostError;
 use crate::guest_call::GuestCaller;
 use crate::limits::KUBELET_MAX_MESSAGE_BYTES;
 use crate::spec::ResourceSpec;
 use crate::validate;
 
-/// What the pipeline remembers between runs.
+/// What the pipeline remembers between runs: shared handles only, so the
+/// state of a 65,000-device resource costs no copy of any device.
 #[derive(Clone, Debug, Default)]
 pub struct DiscoveryState {
     /// The candidates of the latest scan (shared with the RPC path: one
@@ -32,10 +33,11 @@ pub struct DiscoveryState {
     /// Candidates seen since the resource started but absent from the
     /// latest scan, with their last known facts.
     pub gone: BTreeMap<String, Candidate>,
-    /// The last devices advertised.
-    pub devices: Vec<Device>,
-    /// The last health verdicts, by device ID.
-    pub verdicts: BTreeMap<String, Verdict>,
+    /// The latest device set built (the one advertised: an unchanged run
+    /// hands back this very set). The last devices and verdicts are read
+    /// from it ([`DeviceSet::devices_advertised`], [`DeviceSet::verdicts`])
+    /// instead of being kept twice.
+    pub set: SharedDeviceSet,
 }
 
 /// Every candidate a run knows: the present ones (by index) and the gone
@@ -73,8 +75,9 @@ impl CandidateLookup for Known<'_> {
 /// One run's result.
 #[derive(Debug)]
 pub struct Refreshed {
-    /// What to advertise.
-    pub set: DeviceSet,
+    /// What to advertise: the previous set itself when nothing changed
+    /// (same generation, no second copy).
+    pub set: SharedDeviceSet,
     /// Problems of the hardware scan (guest failures are logged where
     /// they happen).
     pub warnings: Vec<String>,
@@ -108,6 +111,8 @@ pub fn run(
         problem,
     };
     let mut warnings = Vec::new();
+    // The last run's devices and verdicts, read back from its set.
+    let last_devices = state.set.devices_advertised();
 
     // The hardware scan, with each selector's replica count beside it.
     let mut scanned: Vec<Candidate> = Vec::new();
@@ -135,6 +140,8 @@ pub fn run(
         }
     }
     drop(seen);
+    // Held until the next scan: no room left over from growing.
+    scanned.shrink_to_fit();
     // Candidates of the previous scan that are absent now are remembered
     // as gone; those back again are not.
     let present: Arc<Vec<Candidate>> = Arc::new(scanned);
@@ -172,7 +179,7 @@ pub fn run(
                 // Logged once per change of state by the guest-call path.
                 Err(_) => match binding.on_error {
                     OnError::Builtin => builtin::discovery(&present, &replicas),
-                    OnError::Fail => state.devices.clone(),
+                    OnError::Fail => last_devices.clone(),
                 },
             }
         }
@@ -183,7 +190,7 @@ pub fn run(
     validate::devices(&devices, &known).map_err(refuse)?;
     // A device whose hardware vanished stays listed (as Unhealthy) so the
     // kubelet and its pods learn about it, instead of silently dropping out.
-    for old in &state.devices {
+    for old in &last_devices {
         let gone = old.candidates.iter().any(|c| !known.is_present(c));
         if gone && !devices.iter().any(|d| d.id == old.id) {
             devices.push(old.clone());
@@ -232,8 +239,9 @@ pub fn run(
                     // A failing guest keeps its last verdicts, but only for
                     // devices whose hardware is still there: vanished
                     // hardware is Unhealthy whatever the guest said before.
+                    let last_verdicts = state.set.verdicts();
                     for d in devices.iter().filter(|d| hardware_present(d)) {
-                        if let Some(last) = state.verdicts.get(&d.id) {
+                        if let Some(last) = last_verdicts.get(d.id.as_str()) {
                             verdicts.insert(d.id.clone(), last.clone());
                         }
                     }
@@ -280,10 +288,16 @@ pub fn run(
         watch_paths.dedup();
     }
     drop(known);
+    drop((devices, verdicts, last_devices));
+    // Unchanged: the set being advertised stays, with its generation.
+    let set = if *state.set == set {
+        Arc::clone(&state.set)
+    } else {
+        Arc::new(set)
+    };
     state.present = Arc::clone(&present);
     state.gone = gone;
-    state.devices = devices;
-    state.verdicts = verdicts;
+    state.set = Arc::clone(&set);
     Ok(Refreshed {
         set,
         warnings,

@@ -219,10 +219,10 @@ impl Resource {
         let healthy = set.healthy_count();
         let unhealthy = set.len() - healthy;
         let changed = self.devices.send_if_modified(|current| {
-            if **current == set {
+            if Arc::ptr_eq(current, &set) || **current == *set {
                 false
             } else {
-                *current = Arc::new(set);
+                *current = set;
                 true
             }
         });
@@ -315,6 +315,48 @@ fn poll_wait(interval: Duration, last_cost: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resource over `count` fixture nodes `/dev/many/dN`.
+    fn nodes_resource(count: usize) -> (tempfile::TempDir, Arc<Resource>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, config) = (tmp.path().join("root"), tmp.path().join("config"));
+        std::fs::create_dir_all(root.join("dev/many")).unwrap();
+        std::fs::create_dir_all(&config).unwrap();
+        for i in 0..count {
+            std::fs::write(root.join(format!("dev/many/d{i}")), b"").unwrap();
+        }
+        std::fs::write(
+            config.join("many.toml"),
+            "version = 1\nresource = \"example.com/many\"\n[[nodes]]\npath = \"/dev/many/d*\"\n",
+        )
+        .unwrap();
+        let mut loaded = crate::offline::load_offline(&config, &root).unwrap();
+        let (resource, _) = loaded.pop().unwrap();
+        (tmp, resource)
+    }
+
+    #[test]
+    fn an_unchanged_refresh_keeps_the_advertised_set_itself() {
+        let (tmp, resource) = nodes_resource(3);
+        let first = resource.devices();
+        assert_eq!(first.len(), 3);
+        assert!(!resource.refresh());
+        // The very same set: no second copy, and its generation (which
+        // warm guest instances and their device tables are kept by) stays.
+        assert!(Arc::ptr_eq(&first, &resource.devices()));
+
+        // Hardware gone: listed Unhealthy, read back from the last set.
+        std::fs::remove_file(tmp.path().join("root/dev/many/d1")).unwrap();
+        assert!(resource.refresh());
+        let gone = resource.devices();
+        assert_ne!(gone.generation(), first.generation());
+        let d1 = gone.get("many-d1").unwrap();
+        assert!(!d1.healthy);
+        assert!(d1.reason.contains("many-d1"), "{}", d1.reason);
+        assert!(!resource.refresh());
+        assert!(Arc::ptr_eq(&gone, &resource.devices()));
+        assert_eq!(resource.devices().healthy_count(), 2);
+    }
 
     #[test]
     fn slow_refreshes_poll_less_often() {

@@ -4,9 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -18,6 +16,7 @@ use crate::guest::{Guest, Prepared};
 use crate::host::{self, CallState};
 use crate::precompiled::PrecompiledDir;
 use crate::regular_file::{RegularFileError, read_regular_file};
+use crate::ticker::{Busy, Ticker};
 use crate::{CallLimits, CallObserver};
 
 /// The largest guest file [`PolicyEngine::load_file`] reads: 64 MiB, room
@@ -111,7 +110,8 @@ impl fmt::Debug for EngineSettings {
 }
 
 /// State shared by the engine and every guest loaded from it. The epoch
-/// ticker stops when the last of them is dropped.
+/// ticker (which ticks only while guest code runs) stops when the last of
+/// them is dropped.
 pub(crate) struct Shared {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<CallState>,
@@ -122,10 +122,16 @@ pub(crate) struct Shared {
     pub(crate) pooling: bool,
     pub(crate) warm_instances: bool,
     precompiled: Option<PrecompiledDir>,
-    _ticker: Ticker,
+    ticker: Ticker,
 }
 
 impl Shared {
+    /// Keeps the epoch advancing until the guard is dropped: held around
+    /// every piece of guest code that runs under a deadline.
+    pub(crate) fn busy(&self) -> Busy<'_> {
+        self.ticker.busy()
+    }
+
     /// Deadline in epoch ticks for a timeout: rounded up, plus one tick
     /// because the next tick may come right after the deadline is set.
     pub(crate) fn deadline_ticks(&self, timeout: Duration) -> u64 {
@@ -163,44 +169,9 @@ impl Shared {
     }
 }
 
-/// Advances the engine's epoch every tick until dropped.
-struct Ticker {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Ticker {
-    fn start(engine: Engine, tick: Duration) -> Result<Self, PolicyError> {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("wdp-policy-epoch".into())
-            .spawn(move || {
-                // Ends when the sender is dropped (or sends).
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
-                    engine.increment_epoch();
-                }
-            })
-            .map_err(PolicyError::Ticker)?;
-        Ok(Self {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take()
-            && thread.thread().id() != std::thread::current().id()
-        {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// The sandboxed runtime for policy guests: one wasmtime engine (component
-/// model, epoch interruption, pooling allocator), an epoch ticker thread, a
+/// model, epoch interruption, pooling allocator), an epoch ticker thread
+/// (ticking only while a guest runs), a
 /// linker with the host imports and an empty WASI context, and a cache of
 /// compiled guests keyed by the SHA-256 of their bytes.
 ///
@@ -396,7 +367,7 @@ impl PolicyEngine {
                 pooling,
                 warm_instances: settings.warm_instances,
                 precompiled,
-                _ticker: ticker,
+                ticker,
             }),
             cache: Mutex::new(CompiledCache::new(settings.unused_cache_bytes)),
         })

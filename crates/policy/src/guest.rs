@@ -168,6 +168,8 @@ impl Prepared {
             config: Arc::new(Vec::new()),
             claim: None,
         };
+        // Instantiation may run the guest's start code under a deadline.
+        let _ticking = shared.busy();
         let mut store = new_store(shared, info, limits);
         let instance = self
             .pre
@@ -523,7 +525,10 @@ impl Guest {
         call: impl FnOnce() -> Result<T, CallError>,
     ) -> Result<T, CallError> {
         let started = Instant::now();
+        // The epoch advances (deadlines run) only while a guest runs.
+        let ticking = self.shared.busy();
         let result = call();
+        drop(ticking);
         if let Some(observer) = &self.shared.observer {
             observer.call_finished(&CallEvent {
                 guest: &self.name,

@@ -46,6 +46,7 @@ mod host;
 mod indexed;
 mod precompiled;
 mod regular_file;
+mod ticker;
 mod trim;
 pub mod types;
 mod warm;

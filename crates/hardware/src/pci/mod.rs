@@ -561,7 +561,7 @@ impl PciScan<'_> {
             id: name.to_string(),
             kind: CandidateKind::Pci,
             numa_nodes,
-            attributes: attrs,
+            attributes: attrs.into(),
             nodes,
             sysfs_dir: Some(dir.host),
         })

@@ -1,0 +1,228 @@
+//! The epoch ticker: advances the engine's epoch, the clock every call
+//! deadline is counted in, once a tick — but only while at least one piece
+//! of guest code may run (a call, or the type check of a load). An idle
+//! host has no guest running and no deadline to enforce, so the ticker
+//! thread sleeps without waking until the next call begins.
+//!
+//! Deadlines stay as strict as with a clock that never stops: a store's
+//! deadline is counted from the epoch when it is set, which is after
+//! [`Ticker::busy`] has started the ticking, and ticks then come every
+//! `tick` (never early: a call starting while another runs does not shift
+//! the schedule), so a guest that loops is interrupted after its timeout
+//! plus at most two ticks, as before.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use wasmtime::Engine;
+
+use crate::error::PolicyError;
+
+/// What the ticker thread and the callers share.
+struct Demand {
+    state: Mutex<DemandState>,
+    /// Signalled when the first call begins and when the ticker must stop.
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct DemandState {
+    /// Guest calls (and load-time checks) running now.
+    running: usize,
+    /// Set when the ticker is dropped.
+    stop: bool,
+    /// Epoch increments so far.
+    ticks: u64,
+    /// Whether the thread is waiting for a call (not ticking).
+    parked: bool,
+}
+
+impl Demand {
+    fn lock(&self) -> MutexGuard<'_, DemandState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Advances an engine's epoch every tick while guest code may run, on a
+/// thread of its own; stops the thread when dropped.
+pub(crate) struct Ticker {
+    demand: Arc<Demand>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Keeps the epoch advancing while it lives: hold one around anything that
+/// may run guest code under an epoch deadline.
+pub(crate) struct Busy<'a> {
+    demand: &'a Demand,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        let mut state = self.demand.lock();
+        state.running = state.running.saturating_sub(1);
+        // The thread notices at its next tick and parks then.
+    }
+}
+
+impl Ticker {
+    /// Starts the (parked) ticker thread for `engine`.
+    pub(crate) fn start(engine: Engine, tick: Duration) -> Result<Self, PolicyError> {
+        let demand = Arc::new(Demand {
+            state: Mutex::new(DemandState::default()),
+            wake: Condvar::new(),
+        });
+        let shared = Arc::clone(&demand);
+        let thread = std::thread::Builder::new()
+            .name("wdp-policy-epoch".into())
+            .spawn(move || tick_while_busy(&engine, &shared, tick))
+            .map_err(PolicyError::Ticker)?;
+        Ok(Self {
+            demand,
+            thread: Some(thread),
+        })
+    }
+
+    /// Marks guest code as running until the returned guard is dropped;
+    /// wakes the thread when it is parked (a call right after another
+    /// finds it still ticking, and costs no wake-up).
+    pub(crate) fn busy(&self) -> Busy<'_> {
+        let mut state = self.demand.lock();
+        state.running += 1;
+        if state.parked {
+            self.demand.wake.notify_all();
+        }
+        Busy {
+            demand: &self.demand,
+        }
+    }
+
+    /// Epoch increments so far.
+    #[cfg(test)]
+    fn ticks(&self) -> u64 {
+        self.demand.lock().ticks
+    }
+
+    /// Whether the thread waits for a call without ticking.
+    #[cfg(test)]
+    fn parked(&self) -> bool {
+        self.demand.lock().parked
+    }
+}
+
+/// The thread: parked while nothing runs, one increment per `tick` while
+/// anything does, until stopped.
+fn tick_while_busy(engine: &Engine, demand: &Demand, tick: Duration) {
+    let mut state = demand.lock();
+    loop {
+        if state.stop {
+            return;
+        }
+        if state.running == 0 {
+            state.parked = true;
+            state = demand
+                .wake
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+            state.parked = false;
+            continue;
+        }
+        // Ticks from now on, on a fixed schedule: a wake-up before the
+        // next tick is due (a call starting, a spurious one) never
+        // advances the epoch early.
+        let mut next = Instant::now() + tick;
+        while !state.stop && state.running > 0 {
+            let now = Instant::now();
+            if now >= next {
+                engine.increment_epoch();
+                state.ticks += 1;
+                next += tick;
+                // A thread descheduled for long catches up by one tick,
+                // not by a burst that would end deadlines early.
+                if next <= now {
+                    next = now + tick;
+                }
+                continue;
+            }
+            state = demand
+                .wake
+                .wait_timeout(state, next - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.demand.lock().stop = true;
+        self.demand.wake.notify_all();
+        if let Some(thread) = self.thread.take()
+            && thread.thread().id() != std::thread::current().id()
+        {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits (up to 10 s) until `condition` holds.
+    fn eventually(what: &str, condition: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !condition() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn ticks_only_while_a_call_runs() {
+        let ticker = Ticker::start(Engine::default(), Duration::from_millis(1)).unwrap();
+        eventually("the idle ticker parks", || ticker.parked());
+        // Idle: no tick however long nothing runs.
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(ticker.ticks(), 0);
+        assert!(ticker.parked());
+
+        let busy = ticker.busy();
+        eventually("a running call makes ticks", || ticker.ticks() >= 3);
+        // A second call meanwhile keeps the ticking going.
+        let second = ticker.busy();
+        drop(busy);
+        let seen = ticker.ticks();
+        eventually("ticks go on while one call runs", || ticker.ticks() > seen);
+        drop(second);
+        eventually("the ticker parks once every call ended", || ticker.parked());
+        let parked_at = ticker.ticks();
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(ticker.ticks(), parked_at);
+    }
+
+    #[test]
+    fn ticks_never_come_faster_than_the_tick() {
+        let tick = Duration::from_millis(20);
+        let ticker = Ticker::start(Engine::default(), tick).unwrap();
+        let started = Instant::now();
+        let _busy = ticker.busy();
+        // Calls beginning and ending meanwhile wake the thread early;
+        // none of that may advance the epoch before its time.
+        for _ in 0..50 {
+            drop(ticker.busy());
+        }
+        eventually("three ticks", || ticker.ticks() >= 3);
+        assert!(started.elapsed() >= tick * 3, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn dropping_the_ticker_stops_its_thread_even_while_busy() {
+        let ticker = Ticker::start(Engine::default(), Duration::from_millis(1)).unwrap();
+        let demand = Arc::clone(&ticker.demand);
+        std::mem::forget(ticker.busy());
+        drop(ticker);
+        // The join in drop returned: the thread saw the stop.
+        assert!(demand.lock().stop);
+    }
+}
