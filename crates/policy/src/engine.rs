@@ -448,6 +448,15 @@ impl PolicyEngine {
             .map_or(0, |cache| cache.reused())
     }
 
+    /// Returns once the compiled functions of every compile so far are on
+    /// disk ([`reused_functions`](Self::reused_functions)): they are written
+    /// on a thread of their own, so a compile never waits for the disk.
+    pub fn wait_for_function_cache(&self) {
+        if let Some(cache) = &self.shared.function_cache {
+            cache.wait_for_writes();
+        }
+    }
+
     /// Whether the pooling allocator is in use (false after a fallback).
     pub fn uses_pooling(&self) -> bool {
         self.shared.pooling

@@ -10,9 +10,10 @@
 //! digest of the function's IR, the target ISA and its flags, and the
 //! Cranelift version: another host build or another CPU never reuses a
 //! foreign entry. An entry Cranelift cannot decode is a miss (compiled
-//! afresh). Files are written beside their final name and renamed into
-//! place; reads and writes that fail only cost the compile time they would
-//! have saved.
+//! afresh). Entries are written on a thread of their own, so a first
+//! compile does not wait for the disk (an entry not written yet is a miss),
+//! beside their final name and renamed into place; reads and writes that
+//! fail only cost the compile time they would have saved.
 //!
 //! The folder holds native code, as the `.cwasm` files beside it do, and
 //! gets the same protection: it is used only when this process's user owns
@@ -26,6 +27,9 @@ use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use wasmtime::CacheStore;
 
@@ -36,14 +40,39 @@ pub(crate) const FUNCTIONS_FOLDER: &str = "functions";
 /// anything bigger is no entry of ours.
 const MAX_ENTRY_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Work for the writer thread.
+enum Job {
+    /// Keep this entry (key, compiled function).
+    Write(Vec<u8>, Vec<u8>),
+    /// Answer once every entry sent before is on disk.
+    Flush(mpsc::Sender<()>),
+}
+
 /// Cranelift's incremental compilation cache in a folder of its own.
 #[derive(Debug)]
 pub(crate) struct FunctionCacheDir {
     dir: PathBuf,
     /// Functions whose compiled code came from the folder.
     reused: AtomicU64,
-    /// Names partial files uniquely (compiles run on several threads).
-    partial_counter: AtomicU64,
+    /// To the writer thread; `None` once dropping.
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl Drop for FunctionCacheDir {
+    /// Waits for the entries still being written (a `precompile` child
+    /// leaves them all on disk).
+    fn drop(&mut self) {
+        drop(
+            self.jobs
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
 }
 
 impl FunctionCacheDir {
@@ -68,30 +97,88 @@ impl FunctionCacheDir {
             }
             std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o700))?;
         }
+        let (jobs, received) = mpsc::channel::<Job>();
+        let folder = dir.clone();
+        let writer = std::thread::Builder::new()
+            .name("wdp-policy-function-cache-write".into())
+            .spawn(move || {
+                let mut written: u64 = 0;
+                for job in received {
+                    match job {
+                        Job::Write(key, value) => {
+                            write_entry(&folder, &key, &value, written);
+                            written += 1;
+                        }
+                        Job::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            })?;
         Ok(Self {
             dir,
             reused: AtomicU64::new(0),
-            partial_counter: AtomicU64::new(0),
+            jobs: Mutex::new(Some(jobs)),
+            writer: Some(writer),
         })
+    }
+
+    /// Returns once every entry inserted so far is on disk (or failed).
+    pub(crate) fn wait_for_writes(&self) {
+        let (done, finished) = mpsc::channel();
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(Job::Flush(done)).is_ok());
+        if sent {
+            let _ = finished.recv();
+        }
     }
 
     /// How many functions were taken from the folder instead of compiled.
     pub(crate) fn reused(&self) -> u64 {
         self.reused.load(Ordering::Relaxed)
     }
+}
 
-    fn entry_path(&self, key: &[u8]) -> PathBuf {
-        let mut name = String::with_capacity(key.len() * 2);
-        for byte in key {
-            let _ = write!(name, "{byte:02x}");
+/// Where the entry with `key` is kept in `dir`.
+fn entry_path(dir: &Path, key: &[u8]) -> PathBuf {
+    let mut name = String::with_capacity(key.len() * 2);
+    for byte in key {
+        let _ = write!(name, "{byte:02x}");
+    }
+    dir.join(name)
+}
+
+/// Writes one entry beside its final name (the `sequence`th of this
+/// process) and renames it into place.
+fn write_entry(dir: &Path, key: &[u8], value: &[u8], sequence: u64) {
+    let path = entry_path(dir, key);
+    let partial = dir.join(format!(".{}.{sequence}.partial", std::process::id()));
+    let create = || std::fs::File::create(&partial);
+    let file = create().or_else(|error| {
+        // Someone emptied the cache by removing the folder: make it
+        // again, private, inside the directory checked at start.
+        if error.kind() != std::io::ErrorKind::NotFound {
+            return Err(error);
         }
-        self.dir.join(name)
+        std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+        create()
+    });
+    let result = file
+        .and_then(|mut file| file.write_all(value))
+        .and_then(|()| std::fs::rename(&partial, &path));
+    if let Err(error) = result {
+        let _ = std::fs::remove_file(&partial);
+        tracing::debug!(path = %path.display(), %error, "cannot keep a compiled function on disk");
     }
 }
 
 impl CacheStore for FunctionCacheDir {
     fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
-        let path = self.entry_path(key);
+        let path = entry_path(&self.dir, key);
         let bytes = crate::regular_file::read_regular_file(&path, MAX_ENTRY_BYTES).ok()?;
         // Counted as reused even if Cranelift then cannot decode it: a
         // corrupt entry is rewritten by the compile that follows.
@@ -100,30 +187,11 @@ impl CacheStore for FunctionCacheDir {
     }
 
     fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
-        let path = self.entry_path(key);
-        let partial = self.dir.join(format!(
-            ".{}.{}.partial",
-            std::process::id(),
-            self.partial_counter.fetch_add(1, Ordering::Relaxed)
-        ));
-        let create = || std::fs::File::create(&partial);
-        let file = create().or_else(|error| {
-            // Someone emptied the cache by removing the folder: make it
-            // again, private, inside the directory checked at start.
-            if error.kind() != std::io::ErrorKind::NotFound {
-                return Err(error);
-            }
-            std::fs::DirBuilder::new().mode(0o700).create(&self.dir)?;
-            create()
-        });
-        let result = file
-            .and_then(|mut file| file.write_all(&value))
-            .and_then(|()| std::fs::rename(&partial, &path));
-        if let Err(error) = &result {
-            let _ = std::fs::remove_file(&partial);
-            tracing::debug!(path = %path.display(), %error, "cannot keep a compiled function on disk");
-        }
-        result.is_ok()
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(Job::Write(key.to_vec(), value)).is_ok())
     }
 }
 
@@ -137,6 +205,7 @@ mod tests {
         let cache = FunctionCacheDir::new(dir.path()).unwrap();
         assert!(cache.get(b"\x01\x02").is_none());
         assert!(cache.insert(b"\x01\x02", b"code".to_vec()));
+        cache.wait_for_writes();
         assert_eq!(cache.get(b"\x01\x02").as_deref(), Some(&b"code"[..]));
         assert_eq!(cache.reused(), 1);
         assert!(dir.path().join(FUNCTIONS_FOLDER).join("0102").is_file());
@@ -153,9 +222,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = FunctionCacheDir::new(dir.path()).unwrap();
         assert!(cache.insert(b"\x01", b"one".to_vec()));
+        cache.wait_for_writes();
         std::fs::remove_dir_all(dir.path().join(FUNCTIONS_FOLDER)).unwrap();
         assert!(cache.get(b"\x01").is_none());
         assert!(cache.insert(b"\x02", b"two".to_vec()));
+        cache.wait_for_writes();
         assert_eq!(cache.get(b"\x02").as_deref(), Some(&b"two"[..]));
         let mode = std::fs::metadata(dir.path().join(FUNCTIONS_FOLDER))
             .unwrap()

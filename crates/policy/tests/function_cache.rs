@@ -100,6 +100,7 @@ fn damaged_entries_are_compiled_again() {
         pairs(&[("P_VISIBLE_DEVICES", "gpu0,gpu1")])
     );
     // The damaged entries this build needed were replaced by good ones.
+    engine.wait_for_function_cache();
     let (mut damaged, mut total) = (0, 0);
     for entry in std::fs::read_dir(dir.join("functions")).unwrap() {
         total += 1;
