@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use notify::{EventKind, RecursiveMode, Watcher};
 use wdp_policy::{EngineSettings, PolicyEngine};
@@ -75,23 +75,34 @@ fn prepare_changed(
         .resources
         .iter()
         .map(|(name, resource)| {
+            let started = Instant::now();
             if let Some(existing) = running.get(name) {
                 let spec = existing.spec();
                 if spec.unchanged_for(resource) {
+                    tracing::debug!(resource = %name, elapsed_ms = ms(started), "reload: unchanged, kept");
                     return Ok((name.clone(), ResourceSpec::clone(&spec)));
                 }
             }
             loaded_any = true;
-            Ok((name.clone(), ResourceSpec::load(engine, resource)?))
+            let spec = ResourceSpec::load(engine, resource)?;
+            tracing::debug!(resource = %name, elapsed_ms = ms(started), "reload: guests loaded and smoke-tested");
+            Ok((name.clone(), spec))
         })
         .collect();
     if loaded_any {
         // A compile frees most of what it allocated, and ran compiler code
         // serving does not run again: give both back.
+        let started = Instant::now();
         wdp_policy::release_free_memory();
         wdp_policy::release_unused_code_pages();
+        tracing::debug!(elapsed_ms = ms(started), "reload: free memory and compiler code released");
     }
     specs
+}
+
+/// Milliseconds since `started`, for the reload path's timing logs.
+fn ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
 }
 
 /// Content hashes of the guest builds the `running` resources use.
@@ -160,11 +171,13 @@ impl Host {
     }
 
     async fn try_reload(&self) -> Result<ReloadSummary, HostError> {
+        let started = Instant::now();
         let mut current = self.config.lock().await;
         let dir = self.options.config_dir.clone();
         let new_config = tokio::task::spawn_blocking(move || config::load_dir(&dir))
             .await
             .map_err(HostError::Task)??;
+        tracing::debug!(elapsed_ms = ms(started), "reload: config directory parsed");
         new_config.check_socket_paths(&self.options.device_plugin_dir)?;
         crate::supervisor::check_cdi_dir(&self.options.cdi_dir, &new_config)?;
         crate::supervisor::check_dra_setup(&self.options, &new_config)?;
@@ -190,6 +203,7 @@ impl Host {
         let config_for_prepare = new_config.clone();
         let (specs, mut fresh) = tokio::task::spawn_blocking(move || {
             let specs = prepare_changed(&engine, &config_for_prepare, &running)?;
+            tracing::debug!(elapsed_ms = ms(started), "reload: guests prepared");
             let mut fresh: BTreeMap<String, Arc<Resource>> = BTreeMap::new();
             for (name, spec) in &specs {
                 match running.get(name) {
@@ -209,6 +223,10 @@ impl Host {
                     }
                 }
             }
+            tracing::debug!(
+                elapsed_ms = ms(started),
+                "reload: changed resources dry-run"
+            );
             Ok::<_, HostError>((specs, fresh))
         })
         .await
@@ -269,6 +287,7 @@ impl Host {
         self.engine
             .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
         *current = new_config;
+        tracing::debug!(elapsed_ms = ms(started), "reload: applied");
         Ok(summary)
     }
 
@@ -284,6 +303,7 @@ impl Host {
                     event = events.recv() => if event.is_none() { return },
                 }
                 let Some(strong) = host.upgrade() else { return };
+                let first_event = Instant::now();
                 let debounce =
                     Duration::from_millis(strong.config.lock().await.host.reload_debounce_ms);
                 drop(strong);
@@ -296,6 +316,10 @@ impl Host {
                     }
                 }
                 let Some(strong) = host.upgrade() else { return };
+                tracing::debug!(
+                    since_first_event_ms = ms(first_event),
+                    "reload: config directory quiet; reloading"
+                );
                 let _ = strong.reload().await;
             }
         });

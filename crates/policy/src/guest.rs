@@ -55,7 +55,13 @@ impl Prepared {
         hash: &str,
         bytes: &[u8],
     ) -> Result<Self, LoadError> {
+        let started = Instant::now();
         let component = shared.compile(name, hash, bytes)?;
+        tracing::debug!(
+            guest = name,
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "load: compiled or mapped"
+        );
 
         // Exports: only hooks of a compatible version, each once, at least one.
         let mut names: [Option<String>; 5] = Default::default();
@@ -137,6 +143,11 @@ impl Prepared {
             indexed,
         };
         prepared.type_check(shared, name)?;
+        tracing::debug!(
+            guest = name,
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "load: pre-linked and type-checked"
+        );
         Ok(prepared)
     }
 

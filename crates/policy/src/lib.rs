@@ -40,6 +40,7 @@ mod bindings;
 mod claim;
 mod engine;
 pub mod error;
+mod function_cache;
 mod guest;
 mod hook;
 mod host;
