@@ -46,6 +46,9 @@ pub(crate) struct Prepared {
     exports: [Option<HookExport>; 5],
     /// `preferred-allocation-indexed`, when exported.
     pub(crate) indexed: Option<IndexedExport>,
+    /// Whether it imports the `hardware` interface (see
+    /// [`Guest::may_block_in_host`]).
+    pub(crate) imports_hardware: bool,
 }
 
 impl Prepared {
@@ -131,6 +134,10 @@ impl Prepared {
             None => None,
         };
 
+        let imports_hardware = component
+            .component_type()
+            .imports(&shared.engine)
+            .any(|(import, _)| is_hardware_import(import));
         let image = component.image_range();
         let compiled_bytes =
             u64::try_from(image.end.addr().saturating_sub(image.start.addr())).unwrap_or(u64::MAX);
@@ -141,6 +148,7 @@ impl Prepared {
             hooks,
             exports,
             indexed,
+            imports_hardware,
         };
         prepared.type_check(shared, name)?;
         tracing::debug!(
@@ -222,6 +230,15 @@ enum Exported {
 /// Exports language toolchains add on their own, which are never called:
 /// componentize-py leaves its build-time init entry `exports`.
 const TOOLCHAIN_EXPORTS: &[&str] = &["exports"];
+
+/// Whether a component import names the `hardware` interface, whatever
+/// its version.
+fn is_hardware_import(import: &str) -> bool {
+    import
+        .split('@')
+        .next()
+        .is_some_and(|name| name == "wasm-device-plugin:policy/hardware")
+}
 
 fn classify_export(guest: &str, export: &str) -> Result<Exported, LoadError> {
     let unknown = || LoadError::UnknownExport {
@@ -393,8 +410,9 @@ fn root_cause(error: &wasmtime::Error) -> String {
 /// warm from an earlier call of the same generation; a trap, timeout or
 /// out-of-memory fails that call only and throws its instance away. Calls are synchronous and may take
 /// up to their timeout: from async code call them inside
-/// `tokio::task::spawn_blocking` (never directly on a runtime worker
-/// thread).
+/// `tokio::task::spawn_blocking`, or `tokio::task::block_in_place` when
+/// [`Guest::may_block_in_host`] is false (never directly on a runtime
+/// worker thread).
 pub struct Guest {
     pub(crate) name: String,
     pub(crate) guest: Arc<str>,
@@ -443,6 +461,16 @@ impl Guest {
     /// The hooks the guest exports, in WIT order.
     pub fn hooks(&self) -> &[Hook] {
         &self.prepared.hooks
+    }
+
+    /// Whether a call may block its thread inside a host import: true when
+    /// the guest imports the `hardware` interface, whose attribute reads
+    /// and writes touch sysfs (a hung driver can stall them). A guest
+    /// without it can only compute (WASI's blocking calls trap, its
+    /// filesystem, network and clocks are empty), so its calls end by their
+    /// deadline: the host may run them on the calling thread.
+    pub fn may_block_in_host(&self) -> bool {
+        self.prepared.imports_hardware
     }
 
     /// Whether the guest exports `hook`.

@@ -32,7 +32,9 @@
 //! never handles generated binding types.
 //!
 //! Calls are synchronous: from async code run them in
-//! `tokio::task::spawn_blocking`.
+//! `tokio::task::spawn_blocking`, or, for a guest that cannot block in a
+//! host import ([`Guest::may_block_in_host`]), in
+//! `tokio::task::block_in_place` on a multi-thread runtime.
 
 #![warn(missing_docs)]
 

@@ -139,6 +139,21 @@ fn sleeping_traps_at_once_instead_of_blocking_the_thread() {
 }
 
 #[test]
+fn only_guests_importing_hardware_may_block_in_the_host() {
+    // Attribute reads touch sysfs: such a guest's calls may block.
+    assert!(load(artifacts::PRE_START_CHECK).may_block_in_host());
+    // Compute only (WASI's blocking calls trap): calls end by the deadline.
+    for compute_only in [
+        artifacts::NUMA_PACKING,
+        artifacts::ALLOCATE_SHAPER,
+        artifacts::HOSTILE_INFINITE_LOOP,
+        artifacts::HOSTILE_SLEEPER,
+    ] {
+        assert!(!load(compute_only).may_block_in_host(), "{compute_only}");
+    }
+}
+
+#[test]
 fn nonsense_comes_back_unvalidated_and_long_messages_are_cut() {
     // The runtime hands answers back as they are: validating them is the
     // host's job. Only a guest's error text is bounded here.
