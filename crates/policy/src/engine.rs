@@ -408,9 +408,9 @@ impl PolicyEngine {
         Some(dir.path(&content_hash(bytes)))
     }
 
-    /// How many compiled functions were taken from the precompiled-guest
-    /// directory's function cache instead of being compiled, since the
-    /// engine started: a new build of a known guest compiles only the
+    /// How many functions were found already compiled in the
+    /// precompiled-guest directory's function cache (and not compiled
+    /// again unless the entry was damaged), since the engine started: a new build of a known guest compiles only the
     /// functions it changed. Always 0 without a precompiled-guest directory.
     pub fn reused_functions(&self) -> u64 {
         self.shared

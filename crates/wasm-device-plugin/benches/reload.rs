@@ -19,28 +19,28 @@
 //! `WDP_BENCH_LOG=wdp_host::reload=debug,wdp_policy::guest=debug` prints
 //! where a reload's time goes.
 //!
-//! Figures (2 shared cores under a load average of 6: other builds running;
-//! p50 / max over 20–30 edits, two runs each, ms), before = the release
-//! before the function cache, after = with it:
+//! Figures (release builds, 2 shared cores, load average 1.3–2.0; p50 /
+//! max over 20–30 edits, two runs each, ms); before = the release without
+//! the function cache, after = with it:
 //!
 //! | edit                         | before p50 | before max | after p50 | after max |
 //! |------------------------------|-----------:|-----------:|----------:|----------:|
-//! | cache hit                    | 13.7–14.7  | 20–48      | 14.3–14.9 | 22–24     |
-//! | new build, functions known   | 129–206    | 239–346    | 52–57     | 102–145   |
-//! | new guest, first compile     | 128–147    | 261–287    | 197–261   | 540–659   |
+//! | cache hit                    | 13.0       | 13.6–14.4  | 13.0–13.2 | 13.6–14.0 |
+//! | new build, functions known   | 76–82      | 96–115     | 37.1–37.2 | 44–47     |
+//! | new guest, first compile     | 78–83      | 92–94      | 103–104   | 117–125   |
+//!
+//! The function cache costs a first compile about 25 % (every function's
+//! IR hashed and its code serialised; the files are written on a thread of
+//! its own) and halves the compile of a new build whose functions are
+//! known. Under a load average of 6 (other builds running) the same rows
+//! read 14 / 129–206 → 52–57 / 128–147 → 197–261 ms p50.
 //!
 //! Where the time goes (debug logs): the debounce ~11 ms, parsing the
 //! directory 0.2–0.7 ms, keeping the untouched resource (its guest file
 //! hashed, nothing loaded, smoke-tested or rediscovered) 0.06–0.15 ms,
 //! loading a known build 0.1–0.4 ms, the changed resource's dry run and
-//! the swap about 1 ms; the rest is Cranelift. On a quiet machine (load
-//! 2.6) the whole first compile of the 67 KiB guest took 51–105 ms, a cache
-//! hit 14 ms p50. The function cache costs a first compile its hashing and
-//! serialising of every function: the first-compile "after" above was
-//! measured with the entries also written on the compiling threads; they
-//! are now written on a thread of their own (in-process, same load: a
-//! first compile 130–285 ms against 109–227 ms without the cache, a
-//! known-functions compile 40–93 ms).
+//! the swap about 1 ms; the rest is Cranelift.
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
