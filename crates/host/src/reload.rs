@@ -95,7 +95,10 @@ fn prepare_changed(
         let started = Instant::now();
         wdp_policy::release_free_memory();
         wdp_policy::release_unused_code_pages();
-        tracing::debug!(elapsed_ms = ms(started), "reload: free memory and compiler code released");
+        tracing::debug!(
+            elapsed_ms = ms(started),
+            "reload: free memory and compiler code released"
+        );
     }
     specs
 }

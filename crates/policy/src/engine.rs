@@ -12,7 +12,6 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::error::{LoadError, PolicyError};
-use crate::function_cache::FunctionCacheDir;
 use crate::guest::{Guest, Prepared};
 use crate::host::{self, CallState};
 use crate::precompiled::PrecompiledDir;
@@ -46,10 +45,7 @@ pub struct EngineSettings {
     /// compiles those guests and holds their code in file-backed pages.
     /// It is created if missing and made private (0700); one this
     /// process's user does not own is not used (a warning says why).
-    /// Its `functions/` folder keeps every compiled function (Cranelift's
-    /// incremental compilation cache): a new build of a known guest
-    /// compiles only the functions it changed
-    /// ([`PolicyEngine::reused_functions`]). Default `None`.
+    /// Default `None`.
     pub precompiled_cache_dir: Option<PathBuf>,
     /// How many guest instances may be alive at once across all calls (the
     /// pooling allocator's size). A call beyond it fails with
@@ -126,8 +122,6 @@ pub(crate) struct Shared {
     pub(crate) pooling: bool,
     pub(crate) warm_instances: bool,
     precompiled: Option<PrecompiledDir>,
-    /// Compiled functions kept on disk beside the precompiled guests.
-    function_cache: Option<Arc<FunctionCacheDir>>,
     ticker: Ticker,
 }
 
@@ -293,22 +287,12 @@ impl CompiledCache {
     }
 }
 
-fn engine_config(
-    settings: &EngineSettings,
-    pooling: bool,
-    function_cache: Option<&Arc<FunctionCacheDir>>,
-) -> Result<Config, PolicyError> {
+fn engine_config(settings: &EngineSettings, pooling: bool) -> Result<Config, PolicyError> {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
         .epoch_interruption(true)
         .concurrency_support(false);
-    if let Some(cache) = function_cache {
-        let store: Arc<dyn wasmtime::CacheStore> = cache.clone();
-        config
-            .enable_incremental_compilation(store)
-            .map_err(|e| PolicyError::Engine(format!("incremental compilation: {e:#}")))?;
-    }
     if pooling {
         let instances = settings.max_instances.max(1);
         let max_memory = usize::try_from(settings.max_memory_bytes).unwrap_or(usize::MAX);
@@ -334,19 +318,8 @@ impl PolicyEngine {
     /// Creates the engine and starts its epoch ticker.
     pub fn new(settings: EngineSettings) -> Result<Self, PolicyError> {
         let mut pooling = settings.pooling;
-        // Without it guests compile whole every time, as without a
-        // precompiled-guest directory.
-        let function_cache = settings.precompiled_cache_dir.as_ref().and_then(|dir| {
-            FunctionCacheDir::new(dir)
-                .inspect_err(|error| {
-                    tracing::warn!(dir = %dir.display(), %error, "not keeping compiled functions on disk; every new guest build compiles whole");
-                })
-                .ok()
-                .map(Arc::new)
-        });
-        let functions = function_cache.as_ref();
         let engine = if pooling {
-            match Engine::new(&engine_config(&settings, true, functions)?) {
+            match Engine::new(&engine_config(&settings, true)?) {
                 Ok(engine) => engine,
                 Err(error) => {
                     tracing::warn!(
@@ -355,12 +328,12 @@ impl PolicyEngine {
                          falling back to on-demand allocation"
                     );
                     pooling = false;
-                    Engine::new(&engine_config(&settings, false, functions)?)
+                    Engine::new(&engine_config(&settings, false)?)
                         .map_err(|e| PolicyError::Engine(format!("{e:#}")))?
                 }
             }
         } else {
-            Engine::new(&engine_config(&settings, false, functions)?)
+            Engine::new(&engine_config(&settings, false)?)
                 .map_err(|e| PolicyError::Engine(format!("{e:#}")))?
         };
         // An unusable directory costs speed and memory, not correctness:
@@ -394,7 +367,6 @@ impl PolicyEngine {
                 pooling,
                 warm_instances: settings.warm_instances,
                 precompiled,
-                function_cache,
                 ticker,
             }),
             cache: Mutex::new(CompiledCache::new(settings.unused_cache_bytes)),
@@ -406,26 +378,6 @@ impl PolicyEngine {
     pub fn precompiled_path(&self, bytes: &[u8]) -> Option<PathBuf> {
         let dir = self.shared.precompiled.as_ref()?;
         Some(dir.path(&content_hash(bytes)))
-    }
-
-    /// How many functions were found already compiled in the
-    /// precompiled-guest directory's function cache (and not compiled
-    /// again unless the entry was damaged), since the engine started: a new build of a known guest compiles only the
-    /// functions it changed. Always 0 without a precompiled-guest directory.
-    pub fn reused_functions(&self) -> u64 {
-        self.shared
-            .function_cache
-            .as_ref()
-            .map_or(0, |cache| cache.reused())
-    }
-
-    /// Returns once the compiled functions of every compile so far are on
-    /// disk ([`reused_functions`](Self::reused_functions)): they are written
-    /// on a thread of their own, so a compile never waits for the disk.
-    pub fn wait_for_function_cache(&self) {
-        if let Some(cache) = &self.shared.function_cache {
-            cache.wait_for_writes();
-        }
     }
 
     /// Whether the pooling allocator is in use (false after a fallback).

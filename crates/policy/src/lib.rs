@@ -42,7 +42,6 @@ mod bindings;
 mod claim;
 mod engine;
 pub mod error;
-mod function_cache;
 mod guest;
 mod hook;
 mod host;

@@ -7,10 +7,8 @@
 //!   (its 10 ms reload debounce and its precompiled-guest cache, moved to a
 //!   folder of this run's own) and an untouched 1,024-device resource with
 //!   a health guest beside the edited one (a reload must not re-check it).
-//!   Three kinds of edit: a Rust guest never compiled before (its
-//!   `functions/` cache emptied each time), a new build of a guest whose
-//!   functions were compiled before (new bytes, same code: what an edited
-//!   policy mostly is), and a build seen before (compile cache hit);
+//!   Two kinds of edit: a new build of a Rust guest (new bytes, so it is
+//!   compiled), and a build seen before (compile cache hit);
 //! - a device node disappearing → the kubelet's `ListAndWatch` update, with
 //!   polling slowed to 60 s so only the inotify event can explain it.
 //!
@@ -20,20 +18,19 @@
 //! where a reload's time goes.
 //!
 //! Figures (release builds, 2 shared cores, load average 1.3–2.0; p50 /
-//! max over 20–30 edits, two runs each, ms); before = the release without
-//! the function cache, after = with it:
+//! max over 20–30 edits, two runs, ms):
 //!
-//! | edit                         | before p50 | before max | after p50 | after max |
-//! |------------------------------|-----------:|-----------:|----------:|----------:|
-//! | cache hit                    | 13.0       | 13.6–14.4  | 13.0–13.2 | 13.6–14.0 |
-//! | new build, functions known   | 76–82      | 96–115     | 37.1–37.2 | 44–47     |
-//! | new guest, first compile     | 78–83      | 92–94      | 103–104   | 117–125   |
+//! | edit                         | p50     | max       |
+//! |------------------------------|--------:|----------:|
+//! | cache hit                    | 13.0    | 13.6–14.4 |
+//! | new guest build (compiled)   | 76–83   | 92–115    |
 //!
-//! The function cache costs a first compile about 25 % (every function's
-//! IR hashed and its code serialised; the files are written on a thread of
-//! its own) and halves the compile of a new build whose functions are
-//! known. Under a load average of 6 (other builds running) the same rows
-//! read 14 / 129–206 → 52–57 / 128–147 → 197–261 ms p50.
+//! Under a load average of 6 (other builds running) the same rows read
+//! 14 and 128–206 ms p50. Cranelift's incremental cache (compiled
+//! functions kept on disk) was tried: a new build of a known guest fell to
+//! 37 ms, but a guest compiled for the first time rose to 103 ms (every
+//! function hashed and serialised) and two different guests shared almost
+//! no functions, so it is not used.
 //!
 //! Where the time goes (debug logs): the debounce ~11 ms, parsing the
 //! directory 0.2–0.7 ms, keeping the untouched resource (its guest file
@@ -142,8 +139,7 @@ async fn main() {
         std::path::PathBuf::from,
     );
     // Its settings as they are, except that compiled guests are kept in a
-    // folder of this run's own: a run starts with nothing compiled, and
-    // the cold rows below can empty it.
+    // folder of this run's own: a run starts with nothing compiled.
     let precompiled = tmp.path().join("precompiled");
     let host_settings = std::fs::read_to_string(&host_toml)
         .unwrap()
@@ -160,7 +156,6 @@ async fn main() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let keeps_compiled = host_settings.contains("precompiled-cache-dir");
     std::fs::write(config.join("host.toml"), host_settings).unwrap();
     std::fs::write(config.join("r.toml"), resource_toml("P0")).unwrap();
 
@@ -188,14 +183,10 @@ async fn main() {
     let mut client = kubelet.client(RESOURCE).await.unwrap();
 
     // Edit → serving. Each round writes the guest then the config (new prefix).
-    let mut measure = async |rounds: u32, tag_of: &dyn Fn(u32) -> u32, forget_functions: bool| {
+    let mut measure = async |rounds: u32, tag_of: &dyn Fn(u32) -> u32| {
         let mut samples = Vec::new();
         for round in 1..=rounds {
             let prefix = format!("P{round}X{}", tag_of(round));
-            if forget_functions {
-                // Nothing of this guest compiled before: a first compile.
-                let _ = std::fs::remove_dir_all(precompiled.join("functions"));
-            }
             let started = Instant::now();
             write_atomically(&guest_path, &with_tag(&shaper, tag_of(round)));
             write_atomically(&config.join("r.toml"), resource_toml(&prefix).as_bytes());
@@ -206,25 +197,18 @@ async fn main() {
         }
         samples
     };
-    // New content each time, nothing of it compiled before.
-    let mut cold = measure(20, &|round| 2000 + round, true).await;
-    // New content each time, its code compiled before (an edited guest
-    // whose functions mostly did not change: here a custom section).
-    let mut fresh = measure(30, &|round| 1000 + round, false).await;
+    // New content each time: compiled.
+    let mut fresh = measure(30, &|round| 1000 + round).await;
     // Two contents seen before, alternating: the compile cache answers.
-    let mut cached = measure(30, &|round| 1000 + 1 + round % 2, false).await;
+    let mut cached = measure(30, &|round| 1000 + 1 + round % 2).await;
 
     println!(
         "wasm-device-plugin reload figures ({binary}; shipped host.toml, its debounce included; \
          an untouched {BYSTANDER_DEVICES}-device resource with a health guest beside)"
     );
     println!("  guest allocate-shaper: {} KiB", shaper.len() / 1024);
-    if !keeps_compiled {
-        println!("  (this host.toml keeps no compiled guests: the cold and warm rows are alike)");
-    }
     for (what, samples) in [
-        ("new guest, first compile", &mut cold),
-        ("new guest, functions known", &mut fresh),
+        ("new guest build (compiled)", &mut fresh),
         ("known guest content (cache hit)", &mut cached),
     ] {
         println!(
