@@ -90,15 +90,10 @@ fn prepare_changed(
         })
         .collect();
     if loaded_any {
-        // A compile frees most of what it allocated, and ran compiler code
-        // serving does not run again: give both back.
+        // A compile frees most of what it allocated; give it back.
         let started = Instant::now();
         wdp_policy::release_free_memory();
-        wdp_policy::release_unused_code_pages();
-        tracing::debug!(
-            elapsed_ms = ms(started),
-            "reload: free memory and compiler code released"
-        );
+        tracing::debug!(elapsed_ms = ms(started), "reload: free memory released");
     }
     specs
 }
@@ -291,6 +286,11 @@ impl Host {
             .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
         *current = new_config;
         tracing::debug!(elapsed_ms = ms(started), "reload: applied");
+        if !summary.added.is_empty() || !summary.updated.is_empty() {
+            // Loading (and compiling, for a new guest) ran code serving does
+            // not run again: let its pages go, once the new state serves.
+            tokio::task::spawn_blocking(wdp_policy::release_unused_code_pages);
+        }
         Ok(summary)
     }
 
