@@ -5,14 +5,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
+use wasmtime::Store;
 use wasmtime::component::{
     ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
 };
-use wasmtime::{Store, Trap};
 
+use crate::call_failure::classify;
 use crate::engine::Shared;
 use crate::error::{CallError, LoadError};
-use crate::host::{BlockingDenied, CallInfo, CallState};
+use crate::host::{CallInfo, CallState};
 use crate::indexed::{self, IndexedExport};
 use crate::types::{
     Candidate, ContainerResponse, Device, DeviceFacts, DeviceRef, PreferredRequest, Verdict,
@@ -336,70 +337,6 @@ pub(crate) fn new_store(shared: &Shared, info: CallInfo, limits: CallLimits) -> 
     store.set_epoch_deadline(shared.deadline_ticks(limits.timeout));
     store.epoch_deadline_trap();
     store
-}
-
-/// Sorts a wasmtime error from instantiation or a call into a [`CallError`].
-pub(crate) fn classify(
-    guest: &str,
-    hook: Hook,
-    limits: CallLimits,
-    store: &Store<CallState>,
-    error: wasmtime::Error,
-    instantiating: bool,
-) -> CallError {
-    let guest = guest.to_string();
-    if let Some(detail) = &store.data().limiter.exceeded {
-        return CallError::OutOfMemory {
-            guest,
-            hook,
-            limit: limits.memory_bytes,
-            detail: detail.clone(),
-        };
-    }
-    let trap = error.downcast_ref::<Trap>().copied();
-    if trap == Some(Trap::Interrupt) {
-        return CallError::Timeout {
-            guest,
-            hook,
-            timeout: limits.timeout,
-        };
-    }
-    if instantiating && trap.is_none() {
-        return CallError::Instantiate {
-            guest,
-            hook,
-            detail: format!("{error:#}"),
-        };
-    }
-    let mut detail = if let Some(denied) = error.downcast_ref::<BlockingDenied>() {
-        denied.to_string()
-    } else if let Some(trap) = trap {
-        trap.to_string()
-    } else {
-        root_cause(&error)
-    };
-    let stderr = store.data().stderr();
-    let stderr = stderr
-        .lines()
-        .filter(|line| !line.starts_with("note: run with `RUST_BACKTRACE=1`"))
-        .flat_map(str::split_whitespace)
-        .collect::<Vec<_>>()
-        .join(" ");
-    if !stderr.is_empty() {
-        detail.push_str("; guest stderr: ");
-        detail.push_str(&stderr);
-    }
-    tracing::debug!(guest = %guest, hook = %hook, error = ?error, "guest call failed");
-    CallError::Trap {
-        guest,
-        hook,
-        detail,
-    }
-}
-
-fn root_cause(error: &wasmtime::Error) -> String {
-    let full = format!("{error:#}");
-    full.rsplit(": ").next().unwrap_or(&full).to_string()
 }
 
 /// A policy guest, loaded and checked: call its hooks from any thread.

@@ -251,6 +251,8 @@ impl Guest {
                 detail: format!("{e:#}"),
             })?;
         func.call(&mut *store, (generation, table))
-            .map_err(|error| crate::guest::classify(&self.name, hook, limits, store, error, false))
+            .map_err(|error| {
+                crate::call_failure::classify(&self.name, hook, limits, store, error, false)
+            })
     }
 }

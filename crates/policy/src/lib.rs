@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 mod bindings;
+mod call_failure;
 mod claim;
 mod engine;
 pub mod error;

@@ -16,8 +16,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, ComponentNamedList, Instance, Lift, Lower};
 
+use crate::call_failure::classify;
 use crate::error::CallError;
-use crate::guest::{Guest, MAX_GUEST_MESSAGE, classify, new_store};
+use crate::guest::{Guest, MAX_GUEST_MESSAGE, new_store};
 use crate::host::{CallInfo, CallState};
 use crate::{CallContext, CallLimits, Hook};
 
