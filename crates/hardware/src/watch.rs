@@ -78,9 +78,9 @@ impl ChangeReceiver {
 
     /// True when a change happened since this receiver last looked; marks it seen.
     pub fn take_changed(&mut self) -> bool {
-        let changed = self.rx.has_changed().unwrap_or(false);
-        self.rx.mark_unchanged();
-        changed
+        // One borrow reads and marks: a change landing between a separate
+        // `has_changed` and `mark_unchanged` would be marked seen unreported.
+        self.rx.borrow_and_update().has_changed()
     }
 
     /// Number of (coalesced) change signals so far.

@@ -80,9 +80,16 @@ pub(crate) async fn run(mut task: PublisherTask) {
     let node = task.target.node_name.clone();
 
     loop {
-        // A publish during the last pass counts even though this borrow marks it seen.
-        dirty |= task.desired.has_changed().unwrap_or(false);
-        let desired = task.desired.borrow_and_update().clone();
+        // One borrow both reads the list and tells whether it is new: a
+        // publish between a separate `has_changed` and this borrow would be
+        // marked seen without making the pass dirty, and then lost (no
+        // `changed()` fires for it). A publish during the last pass counts
+        // the same way.
+        let desired = {
+            let current = task.desired.borrow_and_update();
+            dirty |= current.has_changed();
+            current.clone()
+        };
         if let Some(devices) = desired.filter(|_| dirty && backoff.retry_at.is_none()) {
             dirty = false;
             let was_dropping_taints = memory.taints_dropped;
