@@ -152,13 +152,14 @@ mod tests {
             device("c", &[1]),
             device("d", &[0]),
         ];
-        let ids: Vec<String> = devs.iter().map(|d| d.id().to_owned()).collect();
-        let answer: Vec<String> = preferred(&devs, &[0, 1, 2, 3], &[1], 2)
-            .into_iter()
-            .map(|i| ids[i as usize].clone())
-            .collect();
-        assert_eq!(answer, ["b", "c"]);
-        validate_preferred(&answer, &ids, &["b".to_owned()], 2).unwrap();
+        let answer = preferred(&devs, &[0, 1, 2, 3], &[1], 2);
+        assert_eq!(
+            answer,
+            [1, 2],
+            "b (must include), then c beside it on node 1"
+        );
+        let id_of = |p: u32| devs[p as usize].id().to_owned();
+        validate_preferred(&answer, &[true; 4], &[1], 2, id_of).unwrap();
         // Without must-include: the node with the most free devices, then
         // ID order; devices not available are never chosen.
         assert_eq!(preferred(&devs, &[0, 2, 3], &[], 2), [0, 3]);

@@ -60,6 +60,7 @@ impl Resource {
                 .map(|i| set.devices()[i as usize].id().to_owned())
                 .collect()
         };
+        let must_at_check = must_at.clone();
         let builtin = {
             let set = set.clone();
             let (available_at, must_at) = (available_at.clone(), must_at.clone());
@@ -75,7 +76,7 @@ impl Resource {
         };
         let generation = set.generation();
         let for_call = set.clone();
-        let (available, must) = (available.to_vec(), must_include.to_vec());
+        let for_check = set.clone();
         let outcome = self
             .caller
             .call_in_generation(
@@ -89,15 +90,24 @@ impl Resource {
                         for_call.devices().iter().map(|d| &d.device).collect();
                     let answer =
                         g.choose_by_index(ctx, &table, &available_at, &must_at, size as u32)?;
-                    Ok(answer.into_ids(&table))
+                    Ok(answer.into_positions(table.len(), |id| {
+                        // At most MAX_DEVICES_PER_RESOURCE devices: fits u32.
+                        for_call.position(id).map(|p| p as u32)
+                    }))
                 },
+                // Checked as positions: the answer's length in work, no
+                // ID compared or set built per call.
                 move |answer| match answer {
-                    Ok(ids) => validate::preferred(ids, &available, &must, size),
+                    Ok(positions) => {
+                        validate::preferred(positions, &is_available, &must_at_check, size, |p| {
+                            for_check.devices()[p as usize].id().to_owned()
+                        })
+                    }
                     Err(problem) => Err(problem.clone()),
                 },
             )
             .await
-            .map(|answer| answer.unwrap_or_default());
+            .map(|answer| ids_of(&set, answer.unwrap_or_default()));
         settle(binding, outcome, builtin)
     }
 

@@ -85,13 +85,16 @@ pub fn verdicts(list: &[Verdict], known: &BTreeMap<String, Verdict>) -> Result<(
     Ok(())
 }
 
-/// A preferred allocation: exactly `size` distinct IDs from `available`,
-/// containing every must-include ID.
+/// A preferred allocation, as positions in the device set: exactly `size`
+/// distinct positions, each offered (`available[p]`), containing every
+/// must-include position. `id_of` names a position in the error. Costs the
+/// answer's length, not the set's or the request's: no ID is compared.
 pub fn preferred(
-    answer: &[String],
-    available: &[String],
-    must_include: &[String],
+    answer: &[u32],
+    available: &[bool],
+    must_include: &[u32],
     size: usize,
+    id_of: impl Fn(u32) -> String,
 ) -> Result<(), String> {
     if answer.len() != size {
         return Err(format!(
@@ -99,18 +102,29 @@ pub fn preferred(
             answer.len()
         ));
     }
-    let available: BTreeSet<&String> = available.iter().collect();
-    let mut seen = BTreeSet::new();
-    for id in answer {
-        if !seen.insert(id) {
-            return Err(format!("answered {id:?} twice"));
-        }
-        if !available.contains(id) {
-            return Err(format!("answered {id:?}, which is not available"));
-        }
+    if let Some(&p) = answer
+        .iter()
+        .find(|&&p| !available.get(p as usize).copied().unwrap_or(false))
+    {
+        return Err(if (p as usize) < available.len() {
+            format!("answered {:?}, which is not available", id_of(p))
+        } else {
+            format!(
+                "answered position {p}, outside the {} devices",
+                available.len()
+            )
+        });
     }
-    if let Some(missing) = must_include.iter().find(|id| !seen.contains(id)) {
-        return Err(format!("left out must-include device {missing:?}"));
+    let mut sorted = answer.to_vec();
+    sorted.sort_unstable();
+    if let Some(twice) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("answered {:?} twice", id_of(twice[0])));
+    }
+    if let Some(&missing) = must_include
+        .iter()
+        .find(|m| sorted.binary_search(m).is_err())
+    {
+        return Err(format!("left out must-include device {:?}", id_of(missing)));
     }
     Ok(())
 }
@@ -200,11 +214,24 @@ mod tests {
 
     #[test]
     fn preferred_answers_are_checked() {
-        let ids: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-        preferred(&["a".into(), "b".into()], &ids, &[], 2).unwrap();
-        assert!(preferred(&["a".into(), "a".into()], &ids, &[], 2).is_err());
-        assert!(preferred(&["a".into()], &ids, &["b".into()], 1).is_err());
-        assert!(preferred(&["z".into()], &ids, &[], 1).is_err());
+        // Positions 0..4 = a b c d; d is not offered.
+        let available = [true, true, true, false];
+        let id_of = |p: u32| ["a", "b", "c", "d"][p as usize].to_owned();
+        preferred(&[0, 1], &available, &[1], 2, id_of).unwrap();
+        let refused = |answer: &[u32], must: &[u32], size| {
+            preferred(answer, &available, must, size, id_of).unwrap_err()
+        };
+        assert_eq!(refused(&[0], &[], 2), "answered 1 IDs, 2 were asked for");
+        assert_eq!(refused(&[0, 0], &[], 2), "answered \"a\" twice");
+        assert_eq!(refused(&[0], &[1], 1), "left out must-include device \"b\"");
+        assert_eq!(
+            refused(&[3], &[], 1),
+            "answered \"d\", which is not available"
+        );
+        assert_eq!(
+            refused(&[9], &[], 1),
+            "answered position 9, outside the 4 devices"
+        );
     }
 
     #[test]

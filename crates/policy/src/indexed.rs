@@ -55,6 +55,37 @@ impl PreferredAnswer {
     }
 }
 
+impl PreferredAnswer {
+    /// The answer as positions in a table of `table_len` devices:
+    /// indexes as they are, IDs through `position_of` (the table's lookup
+    /// by ID). A sentence names the first index outside the table or the
+    /// first ID not in it. Duplicates and availability are the caller's
+    /// to check.
+    pub fn into_positions(
+        self,
+        table_len: usize,
+        position_of: impl Fn(&str) -> Option<u32>,
+    ) -> Result<Vec<u32>, String> {
+        match self {
+            PreferredAnswer::Indexes(indexes) => {
+                match indexes.iter().find(|&&i| i as usize >= table_len) {
+                    Some(index) => Err(format!(
+                        "index {index} is outside the table of {table_len} devices"
+                    )),
+                    None => Ok(indexes),
+                }
+            }
+            PreferredAnswer::Ids(ids) => ids
+                .iter()
+                .map(|id| {
+                    position_of(id)
+                        .ok_or_else(|| format!("answered {id:?}, which is not available"))
+                })
+                .collect(),
+        }
+    }
+}
+
 /// `preferred-allocation-indexed.request`.
 #[derive(ComponentType, Lower, Clone, Copy, Debug)]
 #[component(record)]

@@ -290,12 +290,29 @@ async fn server_side(config: &Path, root: &Path, rounds: usize) -> ServerSide {
     // Native: the host's own request checks (as for the built-in), then
     // the packing on the request the host would lower into the guest.
     let set = packing.devices();
+    let id_of = |p: u32| set.devices()[p as usize].id().to_owned();
+    // The host's check of an answer: positions against the offered ones.
+    let validate = |chosen: &[String], available: &[u32], must_at: &[u32]| {
+        let mut offered = vec![false; set.len()];
+        for &p in available {
+            offered[p as usize] = true;
+        }
+        let positions: Vec<u32> = chosen
+            .iter()
+            .map(|id| set.position(id).unwrap() as u32)
+            .collect();
+        wdp_host::validate::preferred(&positions, &offered, must_at, size, id_of).unwrap();
+    };
     let mut samples = Vec::new();
     let mut answer = Vec::new();
     for i in 0..rounds + rounds / 10 {
         let started = Instant::now();
-        let available = set.resolve(&ids, true).unwrap();
-        set.resolve(&must, true).unwrap();
+        let available_at = set.resolve_indexes(&ids, true).unwrap();
+        let must_at = set.resolve_indexes(&must, true).unwrap();
+        let available: Vec<&wdp_host::AdvertisedDevice> = available_at
+            .iter()
+            .map(|&p| &set.devices()[p as usize])
+            .collect();
         let items: Vec<wdp_packing_core::Item<'_>> = available
             .iter()
             .map(|d| {
@@ -308,7 +325,7 @@ async fn server_side(config: &Path, root: &Path, rounds: usize) -> ServerSide {
             .into_iter()
             .map(str::to_owned)
             .collect();
-        wdp_host::validate::preferred(&answer, &ids, &must, size).unwrap();
+        validate(&answer, &available_at, &must_at);
         if i >= rounds / 10 {
             samples.push(started.elapsed());
         }
@@ -331,7 +348,7 @@ async fn server_side(config: &Path, root: &Path, rounds: usize) -> ServerSide {
             .into_iter()
             .map(|p| set.devices()[p as usize].id().to_owned())
             .collect();
-        wdp_host::validate::preferred(&chosen, &ids, &must, size).unwrap();
+        validate(&chosen, &available, &must_at);
         if i >= rounds / 10 {
             kept.push(started.elapsed());
         }
