@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// The verdicts of a refresh where only `id` is unhealthy, for `reason`.
+fn unhealthy(id: &str, reason: &str) -> BTreeMap<String, Verdict> {
+    BTreeMap::from([(
+        id.to_owned(),
+        Verdict {
+            id: id.into(),
+            healthy: false,
+            reason: reason.into(),
+        },
+    )])
+}
+
 #[test]
 fn replicas_expand_into_suffixed_ids() {
     let device = Device {
@@ -26,14 +38,7 @@ fn a_request_resolves_in_its_own_order_and_duplicates_are_refused_by_name() {
             ..Device::default()
         })
         .collect();
-    let verdicts = BTreeMap::from([(
-        "d".to_owned(),
-        Verdict {
-            id: "d".into(),
-            healthy: false,
-            reason: "hot".into(),
-        },
-    )]);
+    let verdicts = unhealthy("d", "hot");
     let set = DeviceSet::build(&devices, &verdicts, &BTreeMap::new());
     let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
@@ -99,14 +104,7 @@ fn encoded_length_is_that_of_the_message() {
             ..Device::default()
         })
         .collect();
-    let verdicts = BTreeMap::from([(
-        "dev7".to_owned(),
-        Verdict {
-            id: "dev7".into(),
-            healthy: false,
-            reason: "hot".into(),
-        },
-    )]);
+    let verdicts = unhealthy("dev7", "hot");
     let set = DeviceSet::build(&devices, &verdicts, &BTreeMap::new());
     use prost::Message;
     assert_eq!(set.list_encoded_len(), set.to_list().encoded_len());
@@ -129,14 +127,7 @@ fn devices_and_verdicts_read_back_from_a_set_build_it_again() {
         device("none", &[], 1),
         device("shared", &["shared"], 3),
     ];
-    let verdicts = BTreeMap::from([(
-        "shared".to_owned(),
-        Verdict {
-            id: "shared".into(),
-            healthy: false,
-            reason: "hot".into(),
-        },
-    )]);
+    let verdicts = unhealthy("shared", "hot");
     let set = DeviceSet::build(&devices, &verdicts, &BTreeMap::new());
     let again = set.devices_advertised();
     assert_eq!(again.len(), devices.len());
@@ -196,14 +187,7 @@ fn resolve_names_the_bad_id() {
         id: "a".into(),
         ..Device::default()
     };
-    let verdicts = BTreeMap::from([(
-        "a".to_owned(),
-        Verdict {
-            id: "a".into(),
-            healthy: false,
-            reason: "too hot".into(),
-        },
-    )]);
+    let verdicts = unhealthy("a", "too hot");
     let set = DeviceSet::build(&[device], &verdicts, &BTreeMap::new());
     let err = set.resolve(&["b".into()], false).unwrap_err();
     assert!(err.contains("\"b\""), "{err}");
