@@ -1,27 +1,19 @@
-//! The object kinds the fake serves and what differs between them: which fields a field selector
-//! may name, whether `metadata.generation` is kept, and the admission step run on writes
-//! (validation and field dropping for ResourceSlices; nothing for claims and nodes).
+//! The object kinds the fake serves and what differs between them: which collection of the
+//! store's [`State`] holds them, which fields a field selector may name, whether
+//! `metadata.generation` is kept, and the admission step run on writes (validation and field
+//! dropping for ResourceSlices; nothing for claims and nodes).
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::{Metadata, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::admission::AdmissionPolicy;
+use crate::collection::{Collection, State};
 use crate::status::FieldError;
-use crate::store::{Collection, State};
 use crate::validation;
-
-/// What the admission step needs to know about the server's configuration.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AdmissionPolicy {
-    /// `spec.devices[].taints` are dropped (DRADeviceTaints off, 1.34–1.36 servers).
-    pub(crate) taints_dropped: bool,
-    /// The time the server stamps on new taints.
-    pub(crate) now: Timestamp,
-}
 
 /// An object kind stored and served by the fake.
 pub(crate) trait StoredKind:

@@ -19,16 +19,23 @@
 //! ```
 #![warn(missing_docs)]
 
+mod admission;
+mod app_state;
+mod collection;
 mod identity;
 mod kinds;
 mod listener;
 mod patch;
+mod query;
+mod reads;
+mod responses;
 mod routes;
 mod selectors;
 mod stats;
 mod status;
 mod store;
 mod validation;
+mod wait;
 mod watch;
 mod writes;
 
@@ -40,19 +47,10 @@ use std::time::Duration;
 pub use k8s_openapi::api::core::v1::Node;
 pub use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 pub use stats::{RejectedWrite, Stats};
+pub use wait::Timeout;
 
 use listener::Generation;
 use store::{Filter, Store};
-
-/// `wait_for_slices` gave up: the predicate never held.
-#[derive(Debug, thiserror::Error)]
-#[error("the ResourceSlices did not reach the awaited state within {waited:?}; last seen: {} slices", last.len())]
-pub struct Timeout {
-    /// How long it waited.
-    pub waited: Duration,
-    /// The slices at the moment it gave up.
-    pub last: Vec<ResourceSlice>,
-}
 
 /// A fake Kubernetes API server running in this process; dropping it stops it.
 #[derive(Debug)]
@@ -62,12 +60,6 @@ pub struct FakeApiServer {
     /// `None` only while [`FakeApiServer::restart`] swaps generations.
     generation: Option<Generation>,
     address: SocketAddr,
-}
-
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").finish_non_exhaustive()
-    }
 }
 
 impl FakeApiServer {
@@ -138,27 +130,7 @@ impl FakeApiServer {
         pred: F,
         timeout: Duration,
     ) -> Result<Vec<ResourceSlice>, Timeout> {
-        let mut writes = self.store.subscribe_writes();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            // Mark seen before reading, so a write after the read wakes the next wait.
-            writes.borrow_and_update();
-            let slices = self.slices();
-            if pred(&slices) {
-                return Ok(slices);
-            }
-            match tokio::time::timeout_at(deadline, writes.changed()).await {
-                Ok(Ok(())) => {}
-                // The store outlives this borrow of the server, so the sender cannot be gone;
-                // treat it like a timeout all the same.
-                Ok(Err(_)) | Err(_) => {
-                    return Err(Timeout {
-                        waited: timeout,
-                        last: self.slices(),
-                    });
-                }
-            }
-        }
+        wait::slices_until(&self.store, pred, timeout).await
     }
 
     /// Deletes the slices of `node` (and of `driver` when given), as the kubelet does at start

@@ -14,7 +14,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::routes::{AppState, router};
+use crate::app_state::AppState;
+use crate::routes::router;
 use crate::store::Store;
 
 /// A running generation of the server.

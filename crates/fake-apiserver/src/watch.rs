@@ -20,9 +20,10 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::collection::{Change, ChangeKind};
 use crate::kinds::StoredKind;
 use crate::status::ApiError;
-use crate::store::{Change, ChangeKind, Filter, Store, WatchFrom};
+use crate::store::{Filter, Store, WatchFrom};
 
 /// The watch parameters of one request.
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 //! ResourceSlice writes over HTTP: create (POST), replace (PUT), patch (PATCH), delete and
-//! delete-collection, each counted in [`crate::Stats`] when accepted or rejected.
+//! delete-collection, each counted in [`Stats`](crate::stats::Stats) when accepted or rejected.
 //!
 //! PATCH accepts `application/merge-patch+json` (RFC 7386) and `application/json-patch+json`
 //! (RFC 6902); strategic merge patch and server-side apply answer 415 Unsupported Media Type.
@@ -11,8 +11,10 @@ use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::Value;
 
+use crate::app_state::AppState;
 use crate::patch::{json_patch, merge_patch};
-use crate::routes::{AppState, filter_from, json_response, list_body, query_map};
+use crate::query::{filter_from, query_map};
+use crate::responses::{json_response, list_body};
 use crate::stats::RejectedWrite;
 use crate::status::ApiError;
 use crate::store::Preconditions;
@@ -20,7 +22,7 @@ use crate::store::Preconditions;
 /// How often a merge patch is retried when another write lands between its read and its write.
 const PATCH_ATTEMPTS: usize = 5;
 
-/// The verbs counted in [`crate::Stats`].
+/// The verbs counted in [`Stats`](crate::stats::Stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verb {
     Create,

@@ -173,9 +173,9 @@ pub fn record(
             }
             // The bus entry that names the device (`/sys/bus/pci/devices/<id>`).
             let bus = match candidate.kind {
-                crate::CandidateKind::Pci => Some("/sys/bus/pci/devices"),
-                crate::CandidateKind::Usb => Some("/sys/bus/usb/devices"),
-                crate::CandidateKind::Node => None,
+                crate::candidate::CandidateKind::Pci => Some("/sys/bus/pci/devices"),
+                crate::candidate::CandidateKind::Usb => Some("/sys/bus/usb/devices"),
+                crate::candidate::CandidateKind::Node => None,
             };
             if let Some(bus) = bus {
                 recorder.link(&Path::new(bus).join(&candidate.id))?;
@@ -195,7 +195,7 @@ pub fn record(
                 recorder.summary.nodes += 1;
             }
             if node.major != 0 || node.minor != 0 {
-                let kind = if node.node_type == crate::NodeType::Block {
+                let kind = if node.node_type == crate::candidate::NodeType::Block {
                     "block"
                 } else {
                     "char"

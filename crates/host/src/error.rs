@@ -1,13 +1,12 @@
 //! The one error type of the host crate: everything that stops a
-//! configuration from being loaded, checked or served. Each variant names
-//! the file, field, guest or directory at fault and keeps its cause as the
-//! error source.
+//! configuration from being loaded, checked or served, the errors of the
+//! crates below included. Each variant names the file, field, guest or
+//! directory at fault and keeps its cause as the error source.
 
 use std::path::PathBuf;
 
-use wdp_policy::{CallError, Hook, LoadError, PolicyError};
-
-use crate::config::ConfigError;
+use wdp_dra_driver::DraError;
+use wdp_resource::{ConfigError, ResourceError};
 
 /// Anything that stops a configuration from being applied or served.
 #[derive(Debug, thiserror::Error)]
@@ -15,37 +14,10 @@ pub enum HostError {
     /// A config file or the directory is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// A guest bound to a hook cannot be put in service.
-    #[error("{file}: hook {hook}: guest {}: {source}", guest.display())]
-    Guest {
-        /// The resource file that binds the guest.
-        file: PathBuf,
-        /// The hook it is bound to.
-        hook: Hook,
-        /// The guest's path.
-        guest: PathBuf,
-        /// Why (boxed: load errors are large and this error is returned often).
-        #[source]
-        source: Box<GuestProblem>,
-    },
-    /// The hardware a resource selects cannot be read.
-    #[error("{}: {source}", file.display())]
-    Hardware {
-        /// The resource file.
-        file: PathBuf,
-        /// The hardware error.
-        #[source]
-        source: wdp_hardware::HardwareError,
-    },
-    /// Discovery or health produced something that cannot be served (a
-    /// refused guest answer, too many devices, an oversized message).
-    #[error("{}: {problem}", file.display())]
-    Discovery {
-        /// The resource file.
-        file: PathBuf,
-        /// What is wrong, naming the guest and hook where one is at fault.
-        problem: String,
-    },
+    /// A resource cannot be put in service (a guest, its hardware, its
+    /// discovery or health, the Wasm engine).
+    #[error(transparent)]
+    Resource(#[from] ResourceError),
     /// A resource's registration socket path cannot be bound.
     #[error("{}: socket: {} is {len} bytes; a Unix socket path may have at most {max}", file.display(), path.display())]
     SocketPath {
@@ -58,9 +30,6 @@ pub enum HostError {
         /// The most the kernel accepts.
         max: usize,
     },
-    /// The Wasm engine could not be created.
-    #[error("wasm engine: {0}")]
-    Engine(#[source] PolicyError),
     /// A background task of the host died (a bug: it panicked).
     #[error("internal task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
@@ -82,13 +51,15 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
-    /// A DRA resource cannot be served (no node name, no API client).
-    #[error("{}: DRA: {problem}", file.display())]
-    Dra {
-        /// The resource file.
+    /// A DRA resource cannot be served (no API client, a device with no
+    /// DRA name).
+    #[error(transparent)]
+    Dra(#[from] DraError),
+    /// A DRA resource is configured but this node's name is unknown.
+    #[error("{}: DRA: a DRA resource needs this node's name (--node-name or NODE_NAME) to publish its ResourceSlices", file.display())]
+    NoNodeName {
+        /// The first DRA resource file.
         file: PathBuf,
-        /// What is missing.
-        problem: String,
     },
     /// A folder cannot be watched for changes.
     #[error("cannot watch {}: {source}", dir.display())]
@@ -99,23 +70,4 @@ pub enum HostError {
         #[source]
         source: notify::Error,
     },
-}
-
-/// Why a guest cannot serve the hook it is bound to.
-#[derive(Debug, thiserror::Error)]
-pub enum GuestProblem {
-    /// The file cannot be loaded as a policy component.
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    /// The component does not export the hook.
-    #[error("does not export the {hook} hook (it exports: {exported})")]
-    NotExported {
-        /// The hook asked for.
-        hook: Hook,
-        /// What it exports, comma-separated.
-        exported: String,
-    },
-    /// Calling it with empty input failed.
-    #[error("failed its smoke test: {0}")]
-    SmokeTest(#[source] CallError),
 }

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use wdp_hardware::HostRoot;
 use wdp_policy::Hook;
 
-use crate::config;
-use crate::device_set::DeviceSet;
+use wdp_dra_driver::report::{DraReport, dra_report};
+use wdp_resource::config::{self, CdiMode};
+use wdp_resource::loading::{load_specs, new_engine};
+use wdp_resource::{DeviceSet, Metrics, Resource, ResourceError};
+
 use crate::error::HostError;
-use crate::metrics::Metrics;
-use crate::reload::{new_engine, prepare};
-use crate::resource::Resource;
 
 /// What `check` prints for one resource.
 #[derive(Clone, Debug)]
@@ -29,7 +29,7 @@ pub struct ResourceReport {
     /// Whether `GetPreferredAllocation` is registered.
     pub get_preferred_allocation: bool,
     /// How `Allocate` names devices (`cdi`).
-    pub cdi: crate::config::CdiMode,
+    pub cdi: CdiMode,
     /// Each bound hook with its guest's name.
     pub hooks: Vec<(Hook, String)>,
     /// What it would advertise now (companions included).
@@ -39,55 +39,6 @@ pub struct ResourceReport {
     /// For a DRA resource: its driver, each device's DRA name and what
     /// the API server would refuse or drop.
     pub dra: Option<DraReport>,
-}
-
-/// What `check` prints of a DRA resource.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DraReport {
-    /// The driver name.
-    pub driver: String,
-    /// Each published device: (device ID, DRA device name).
-    pub names: Vec<(String, String)>,
-    /// Attributes left out, and the slice rejections `validate` predicts.
-    pub problems: Vec<String>,
-}
-
-/// The DRA report of `resource` served as `driver`; refuses (naming the
-/// file and the device) a device ID that cannot become a DRA name.
-fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, HostError> {
-    let set = resource.devices();
-    let list = crate::dra::devices::dra_devices(driver, &set);
-    let file = resource.spec().config.file.clone();
-    if let Some(unnamed) = list
-        .problems
-        .iter()
-        .find(|p| matches!(p, crate::dra::devices::DeviceProblem::Unnamed { .. }))
-    {
-        return Err(HostError::Dra {
-            file,
-            problem: unnamed.to_string(),
-        });
-    }
-    let names = set
-        .devices()
-        .iter()
-        .filter_map(|d| {
-            let name = wdp_dra_client::naming::device_name(d.id()).ok()?;
-            Some((d.id().to_owned(), name))
-        })
-        .collect();
-    let mut problems: Vec<String> = list.problems.iter().map(ToString::to_string).collect();
-    problems.extend(wdp_dra_client::validate(driver, &list.devices).iter().map(
-        |p| match &p.device {
-            Some(device) => format!("device {device}: {}: {}", p.field, p.message),
-            None => format!("{}: {}", p.field, p.message),
-        },
-    ));
-    Ok(DraReport {
-        driver: driver.to_owned(),
-        names,
-        problems,
-    })
 }
 
 /// What [`precompile`] did.
@@ -113,14 +64,14 @@ pub fn precompile(config_dir: &Path) -> Result<PrecompileReport, HostError> {
         return Ok(PrecompileReport::default());
     };
     let engine = new_engine(&config)?;
-    prepare(&engine, &config)?;
+    load_specs(&engine, &config)?;
     let mut guests: Vec<(PathBuf, PathBuf)> = Vec::new();
     for resource in config.resources.values() {
         for binding in &resource.hooks {
             if guests.iter().any(|(g, _)| *g == binding.guest) {
                 continue;
             }
-            let bytes = std::fs::read(&binding.guest).map_err(|source| HostError::Guest {
+            let bytes = std::fs::read(&binding.guest).map_err(|source| ResourceError::Guest {
                 file: resource.file.clone(),
                 hook: binding.hook,
                 guest: binding.guest.clone(),
@@ -183,11 +134,12 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
 pub fn load_offline(config_dir: &Path, host_root: &Path) -> Result<Vec<LoadedResource>, HostError> {
     let config = config::load_dir(config_dir)?;
     let engine = new_engine(&config)?;
-    let specs = prepare(&engine, &config)?;
+    let specs = load_specs(&engine, &config)?;
     let root = HostRoot::new(host_root);
     let metrics = Metrics::new();
-    specs
+    let resources = specs
         .into_values()
         .map(|spec| Resource::new(spec, root.clone(), metrics.clone(), None))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(resources)
 }

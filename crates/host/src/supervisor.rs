@@ -1,126 +1,29 @@
 //! The whole host: every resource of the config directory served and
 //! registered (through the device-plugin API, or as a DRA driver,
-//! [`crate::dra`]), the device-plugin folder watched for kubelet restarts, the
+//! `wdp-dra-driver`), the device-plugin folder watched for kubelet restarts, the
 //! config directory watched for live reloads ([`crate::reload`]), and an
 //! orderly shutdown.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
-use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{Mutex, broadcast, watch};
 use tokio_util::sync::CancellationToken;
+use wdp_device_plugin::{FolderEvent, ServerHandle};
+use wdp_dra_driver::{DraApi, DraDriver, DriverPaths};
 use wdp_hardware::HostRoot;
-use wdp_kubelet_api::v1beta1;
+use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
+use wdp_resource::loading::{load_specs, ms, new_engine};
+use wdp_resource::{ConfigSet, DeviceSet, Metrics, Resource};
 
-use crate::config::{self, ConfigSet};
-use crate::device_set::DeviceSet;
-use crate::dra::driver::{DraDriver, DriverPaths};
-use crate::dra::kube_api::DraApi;
 use crate::error::HostError;
-use crate::limits::MAX_SOCKET_PATH_BYTES;
-use crate::metrics::Metrics;
-use crate::plugin_watcher::{RegistrationMode, RegistrationPath, registration_socket_name};
-use crate::reload::{new_engine, prepare, watch_config_dir};
-use crate::resource::Resource;
-use crate::server::{FolderEvent, ServerHandle};
-
-/// Where the host reads and serves.
-#[derive(Clone, Debug)]
-pub struct HostOptions {
-    /// The config directory (watched for live reload).
-    pub config_dir: PathBuf,
-    /// The kubelet's device-plugin folder.
-    pub device_plugin_dir: PathBuf,
-    /// Prefix of every hardware read.
-    pub host_root: PathBuf,
-    /// Where CDI specs are written for resources with `cdi` on.
-    pub cdi_dir: PathBuf,
-    /// How resources register: `kubelet.sock` or the plugin watcher.
-    pub registration: RegistrationMode,
-    /// The kubelet's plugins registry folder (the plugin watcher's).
-    pub plugins_registry_dir: PathBuf,
-    /// The kubelet's plugins folder: a DRA driver serves
-    /// `<plugins_dir>/<driver>/dra.sock`.
-    pub plugins_dir: PathBuf,
-    /// The host's own state (DRA checkpoints under `dra/`).
-    pub state_dir: PathBuf,
-    /// The kubeconfig DRA drivers reach the API server with; in-cluster
-    /// configuration when `None`.
-    pub kubeconfig: Option<PathBuf>,
-    /// This node's name: DRA drivers publish their ResourceSlices for it,
-    /// as the pool of the same name. Required when a DRA resource exists.
-    pub node_name: String,
-}
-
-/// The default `plugins_dir`.
-pub const DEFAULT_PLUGINS_DIR: &str = wdp_kubelet_api::dra::PLUGINS_PATH;
-/// The default `state_dir`.
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/wasm-device-plugin";
-
-/// How a running resource is served to the kubelet.
-pub(crate) enum Serving {
-    /// A device-plugin socket and its registration.
-    DevicePlugin(ServerHandle),
-    /// A DRA driver.
-    Dra(DraDriver),
-}
-
-/// A served resource and the tasks that serve it.
-pub(crate) struct Running {
-    pub(crate) resource: Arc<Resource>,
-    pub(crate) serving: Serving,
-    refresher: tokio::task::JoinHandle<()>,
-}
-
-impl Running {
-    /// Stops refreshing and serving; the sockets go.
-    pub(crate) async fn stop(self) {
-        self.refresher.abort();
-        match self.serving {
-            Serving::DevicePlugin(server) => server.stop().await,
-            Serving::Dra(driver) => driver.stop().await,
-        }
-    }
-
-    /// Stops it for good (the resource left the configuration): as
-    /// [`stop`](Self::stop), and a DRA driver's slices are deleted.
-    pub(crate) async fn withdraw(self) {
-        match self.serving {
-            Serving::Dra(driver) => {
-                self.refresher.abort();
-                driver.withdraw().await;
-            }
-            serving @ Serving::DevicePlugin(_) => Running { serving, ..self }.stop().await,
-        }
-    }
-
-    /// Whether the kubelet accepted the resource's registration.
-    pub(crate) fn is_registered(&self) -> bool {
-        match &self.serving {
-            Serving::DevicePlugin(server) => server.is_registered(),
-            Serving::Dra(driver) => driver.is_registered(),
-        }
-    }
-
-    /// Registers again (device-plugin options changed); a DRA driver's
-    /// registration carries nothing a reload changes.
-    pub(crate) fn reregister(&self) {
-        if let Serving::DevicePlugin(server) = &self.serving {
-            server.reregister();
-        }
-    }
-
-    /// The DRA driver serving the resource, if it is one.
-    pub(crate) fn dra(&self) -> Option<&DraDriver> {
-        match &self.serving {
-            Serving::Dra(driver) => Some(driver),
-            Serving::DevicePlugin(_) => None,
-        }
-    }
-}
+use crate::options::HostOptions;
+use crate::preflight;
+use crate::reload::{self, PlanInputs, ReloadPlan, ReloadSummary};
+use crate::running::{Running, Serving, builds_in_use};
+use crate::watch::{ChangeEvents, watch_config_dir, watch_plugin_dir};
 
 /// The running host.
 pub struct Host {
@@ -162,25 +65,28 @@ impl Host {
         options: HostOptions,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, HostError> {
-        check_plugin_dir(&options.device_plugin_dir)?;
+        preflight::check_plugin_dir(&options.device_plugin_dir)?;
         let registration = options.registration.resolve(&options.plugins_registry_dir);
         if registration == RegistrationPath::PluginWatcher {
-            check_plugin_dir(&options.plugins_registry_dir)?;
+            preflight::check_plugin_dir(&options.plugins_registry_dir)?;
         }
         // Watch before the first read, so no edit can slip in between.
         let (config_watcher, config_events) = watch_config_dir(&options.config_dir)?;
         let dir = options.config_dir.clone();
-        let config = tokio::task::spawn_blocking(move || config::load_dir(&dir))
+        let config = tokio::task::spawn_blocking(move || wdp_resource::config::load_dir(&dir))
             .await
             .map_err(HostError::Task)??;
         config.check_socket_paths(&options.device_plugin_dir)?;
-        check_cdi_dir(&options.cdi_dir, &config)?;
+        preflight::check_cdi_dir(&options.cdi_dir, &config)?;
         if registration == RegistrationPath::PluginWatcher {
-            check_registration_socket_paths(&options.plugins_registry_dir, &config)?;
+            preflight::check_registration_socket_paths(&options.plugins_registry_dir, &config)?;
         }
-        check_dra_setup(&options, &config)?;
+        preflight::check_dra_setup(&options, &config)?;
         let dra_api = match config.dra_resources().next() {
-            Some((_, first)) => Some(crate::dra::kube_api::connect(&options, &first.file).await?),
+            Some((_, first)) => Some(
+                wdp_dra_driver::kube_api::connect(options.kubeconfig.as_deref(), &first.file)
+                    .await?,
+            ),
             None => None,
         };
         let engine = new_engine(&config)?;
@@ -194,12 +100,13 @@ impl Host {
             );
             let cdi_dir = options.cdi_dir.clone();
             tokio::task::spawn_blocking(move || {
-                prepare(&engine, &config)?
+                load_specs(&engine, &config)?
                     .into_values()
                     .map(|spec| {
                         Resource::new(spec, root.clone(), metrics.clone(), Some(cdi_dir.clone()))
                     })
-                    .collect::<Result<Vec<_>, HostError>>()
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(HostError::from)
             })
             .await
             .map_err(HostError::Task)??
@@ -232,7 +139,17 @@ impl Host {
             previous_builds: std::sync::Mutex::default(),
             watchers: std::sync::Mutex::new(vec![config_watcher]),
         });
-        host.watch_plugin_dir()?;
+        {
+            let watcher = watch_plugin_dir(
+                &host.options.device_plugin_dir,
+                host.events.clone(),
+                host.metrics.clone(),
+            )?;
+            host.watchers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(watcher);
+        }
         {
             let mut running = host.running.lock().await;
             for (resource, _) in resources {
@@ -282,7 +199,7 @@ impl Host {
     }
 
     /// Per DRA resource: its driver's slice publishing status.
-    pub async fn dra_status(&self) -> BTreeMap<String, (String, wdp_dra_client::PublishStatus)> {
+    pub async fn dra_status(&self) -> BTreeMap<String, (String, wdp_dra_driver::PublishStatus)> {
         let running = self.running.lock().await;
         running
             .iter()
@@ -340,8 +257,8 @@ impl Host {
                         Some(existing) => existing.clone(),
                         None => api
                             .insert(
-                                crate::dra::kube_api::connect(
-                                    &self.options,
+                                wdp_dra_driver::kube_api::connect(
+                                    self.options.kubeconfig.as_deref(),
                                     &resource.spec().config.file,
                                 )
                                 .await?,
@@ -399,151 +316,169 @@ impl Host {
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
     }
+}
 
-    /// Forwards device-plugin folder events to every resource server.
-    fn watch_plugin_dir(self: &Arc<Self>) -> Result<(), HostError> {
-        let dir = self.options.device_plugin_dir.clone();
-        let events = self.events.clone();
-        let metrics = self.metrics.clone();
-        let fail = |source| HostError::Watch {
-            dir: dir.clone(),
-            source,
-        };
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                let Ok(event) = event else { return };
-                for path in &event.paths {
-                    let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
-                        continue;
-                    };
-                    match event.kind {
-                        EventKind::Create(_) if file == v1beta1::KUBELET_SOCKET => {
-                            metrics.kubelet_restarts.inc();
-                            let _ = events.send(FolderEvent::KubeletSocketCreated);
-                        }
-                        EventKind::Remove(_)
-                        | EventKind::Modify(notify::event::ModifyKind::Name(_)) => {
-                            let _ = events.send(FolderEvent::Removed(file.to_owned()));
-                        }
-                        _ => {}
-                    }
+impl Host {
+    /// Re-reads the config directory and applies what changed. On any
+    /// error nothing changes and the error is returned (and logged, and
+    /// counted).
+    pub async fn reload(&self) -> Result<ReloadSummary, HostError> {
+        let result = self.try_reload().await;
+        match &result {
+            Ok(summary) => {
+                self.metrics.reload(true);
+                self.last_error.send_replace(None);
+                if summary.is_empty() {
+                    tracing::debug!("config directory unchanged");
+                } else {
+                    tracing::info!(added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration reloaded");
                 }
-            })
-            .map_err(fail)?;
-        watcher
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(fail)?;
-        self.watchers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(watcher);
-        Ok(())
-    }
-}
-
-/// When any resource writes CDI specs, the CDI folder must exist (it is
-/// created if missing) and accept new files.
-pub(crate) fn check_cdi_dir(dir: &Path, config: &ConfigSet) -> Result<(), HostError> {
-    if config
-        .resources
-        .values()
-        .all(|r| r.cdi == crate::config::CdiMode::Off)
-    {
-        return Ok(());
-    }
-    let fail = |source| HostError::CdiDir {
-        dir: dir.to_owned(),
-        source,
-    };
-    crate::cdi::check_dir(dir).map_err(fail)
-}
-
-/// When a DRA resource is configured: the node name is known, the plugins
-/// registry folder exists, the plugins and state folders can be created,
-/// and every driver's sockets fit a Unix socket address.
-pub(crate) fn check_dra_setup(options: &HostOptions, config: &ConfigSet) -> Result<(), HostError> {
-    let drivers: Vec<(&str, &crate::config::ResourceConfig)> = config.dra_resources().collect();
-    let Some((_, first)) = drivers.first() else {
-        return Ok(());
-    };
-    if options.node_name.is_empty() {
-        return Err(HostError::Dra {
-            file: first.file.clone(),
-            problem: "a DRA resource needs this node's name (--node-name or NODE_NAME) to publish its ResourceSlices".to_owned(),
-        });
-    }
-    check_plugin_dir(&options.plugins_registry_dir)?;
-    crate::cdi::check_dir(&options.cdi_dir).map_err(|source| HostError::CdiDir {
-        dir: options.cdi_dir.clone(),
-        source,
-    })?;
-    for dir in [&options.plugins_dir, &options.state_dir] {
-        std::fs::create_dir_all(dir).map_err(|source| HostError::PluginDir {
-            dir: dir.clone(),
-            source,
-        })?;
-    }
-    for (driver, resource) in drivers {
-        for path in [
-            options
-                .plugins_dir
-                .join(driver)
-                .join(wdp_kubelet_api::dra::DRA_SOCKET),
-            options
-                .plugins_registry_dir
-                .join(crate::plugin_watcher::dra_registration_socket_name(driver)),
-        ] {
-            let len = path.as_os_str().len();
-            if len > MAX_SOCKET_PATH_BYTES {
-                return Err(HostError::SocketPath {
-                    file: resource.file.clone(),
-                    path,
-                    len,
-                    max: MAX_SOCKET_PATH_BYTES,
-                });
+            }
+            Err(error) => {
+                self.metrics.reload(false);
+                self.last_error.send_replace(Some(error.to_string()));
+                tracing::error!(%error, "configuration refused; the last good configuration keeps serving");
             }
         }
+        result
     }
-    Ok(())
-}
 
-/// Every resource's registration socket must fit a Unix socket address in
-/// the plugins registry folder.
-pub(crate) fn check_registration_socket_paths(
-    dir: &Path,
-    config: &ConfigSet,
-) -> Result<(), HostError> {
-    for resource in config.device_plugin_resources() {
-        let path = dir.join(registration_socket_name(&resource.socket));
-        let len = path.as_os_str().len();
-        if len > MAX_SOCKET_PATH_BYTES {
-            return Err(HostError::SocketPath {
-                file: resource.file.clone(),
-                path,
-                len,
-                max: MAX_SOCKET_PATH_BYTES,
-            });
+    /// [`reload`](Self::reload) without the logging and counting.
+    async fn try_reload(&self) -> Result<ReloadSummary, HostError> {
+        let started = Instant::now();
+        let mut current = self.config.lock().await;
+        let dir = self.options.config_dir.clone();
+        let new_config = tokio::task::spawn_blocking(move || wdp_resource::config::load_dir(&dir))
+            .await
+            .map_err(HostError::Task)??;
+        tracing::debug!(elapsed_ms = ms(started), "reload: config directory parsed");
+        new_config.check_socket_paths(&self.options.device_plugin_dir)?;
+        preflight::check_cdi_dir(&self.options.cdi_dir, &new_config)?;
+        preflight::check_dra_setup(&self.options, &new_config)?;
+        if self.registration_path() == RegistrationPath::PluginWatcher {
+            preflight::check_registration_socket_paths(
+                &self.options.plugins_registry_dir,
+                &new_config,
+            )?;
         }
-    }
-    Ok(())
-}
 
-/// The device-plugin folder (and, on the plugin-watcher path, the plugins
-/// registry folder) must exist and accept new sockets.
-fn check_plugin_dir(dir: &Path) -> Result<(), HostError> {
-    let fail = |source| HostError::PluginDir {
-        dir: dir.to_owned(),
-        source,
-    };
-    let meta = std::fs::metadata(dir).map_err(fail)?;
-    if !meta.is_dir() {
-        return Err(fail(std::io::Error::new(
-            std::io::ErrorKind::NotADirectory,
-            "not a directory",
-        )));
+        // Load guests and dry-run every changed resource before touching
+        // anything.
+        let running: BTreeMap<String, Arc<Resource>> = self
+            .running
+            .lock()
+            .await
+            .iter()
+            .map(|(k, v)| (k.clone(), v.resource.clone()))
+            .collect();
+        let inputs = PlanInputs {
+            engine: self.engine.clone(),
+            root: self.root.clone(),
+            metrics: self.metrics.clone(),
+            cdi_dir: self.options.cdi_dir.clone(),
+        };
+        let config_for_plan = new_config.clone();
+        let ReloadPlan { specs, mut fresh } = tokio::task::spawn_blocking(move || {
+            reload::plan(&inputs, &config_for_plan, &running, started)
+        })
+        .await
+        .map_err(HostError::Task)??;
+
+        // Apply.
+        let mut summary = ReloadSummary::default();
+        let mut running = self.running.lock().await;
+        let builds_before = builds_in_use(running.values());
+        let gone: Vec<String> = running
+            .keys()
+            .filter(|k| !specs.contains_key(*k))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(r) = running.remove(&name) {
+                r.withdraw().await;
+                self.metrics.forget_resource(&name);
+                // Its CDI spec goes with it (a no-op when it wrote none).
+                if let Err(error) = wdp_resource::cdi::remove(&self.options.cdi_dir, &name) {
+                    tracing::warn!(resource = %name, %error, "cannot remove the CDI spec");
+                }
+                summary.removed.push(name);
+            }
+        }
+        for (name, spec) in specs {
+            if let Some(resource) = fresh.remove(&name) {
+                running.insert(name.clone(), self.launch(resource).await?);
+                summary.added.push(name);
+                continue;
+            }
+            let Some(r) = running.get(&name) else {
+                continue;
+            };
+            let old = r.resource.spec();
+            if old.same_as(&spec) {
+                summary.unchanged.push(name);
+                continue;
+            }
+            let reregister = spec.config.registration_differs(&old.config);
+            r.resource.replace_spec(spec);
+            if reregister {
+                r.reregister();
+            }
+            summary.updated.push(name);
+        }
+        // Compiled builds neither this configuration nor the one before the
+        // latest change uses go: memory stays bounded however many edits a
+        // guest sees, and reverting the latest edit finds its builds compiled.
+        let used = builds_in_use(running.values());
+        let mut previous = self
+            .previous_builds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if used != builds_before {
+            *previous = builds_before;
+        }
+        self.engine
+            .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
+        *current = new_config;
+        tracing::debug!(elapsed_ms = ms(started), "reload: applied");
+        if !summary.added.is_empty() || !summary.updated.is_empty() {
+            // Loading (and compiling, for a new guest) ran code serving does
+            // not run again: let its pages go, once the new state serves.
+            tokio::task::spawn_blocking(wdp_policy::release_unused_code_pages);
+        }
+        Ok(summary)
     }
-    let probe = dir.join(format!(".wdp-write-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(fail)?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
+
+    /// Reloads after a quiet period following any change in the config
+    /// directory (ConfigMap `..data` swaps included).
+    pub(crate) fn reload_on_change(self: &Arc<Self>, mut events: ChangeEvents) {
+        let host = Arc::downgrade(self);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    event = events.recv() => if event.is_none() { return },
+                }
+                let Some(strong) = host.upgrade() else { return };
+                let first_event = Instant::now();
+                let debounce =
+                    Duration::from_millis(strong.config.lock().await.host.reload_debounce_ms);
+                drop(strong);
+                // Quiet period: restart the timer on every further event.
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        more = events.recv() => if more.is_none() { return },
+                        _ = tokio::time::sleep(debounce) => break,
+                    }
+                }
+                let Some(strong) = host.upgrade() else { return };
+                tracing::debug!(
+                    since_first_event_ms = ms(first_event),
+                    "reload: config directory quiet; reloading"
+                );
+                let _ = strong.reload().await;
+            }
+        });
+    }
 }

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use common::{WAIT, World};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use wdp_fake_apiserver::FakeApiServer;
-use wdp_host::{Host, HostOptions, Metrics};
+use wdp_host::{Host, HostOptions};
 use wdp_kubelet_api::dra::v1 as dra;
 use wdp_kubelet_api::pluginregistration::{
     InfoRequest, RegistrationStatus, registration_client::RegistrationClient,
 };
+use wdp_resource::Metrics;
 
 const DRIVER: &str = "gpu.example.com";
 const NODE: &str = "node-a";
@@ -439,7 +440,7 @@ async fn an_unreachable_api_server_names_the_driver_and_spares_device_plugin_res
     let kubelet = w.world.kubelet().await;
     let host = Host::start(
         HostOptions {
-            registration: wdp_host::RegistrationMode::Kubelet,
+            registration: wdp_kubelet_socket::RegistrationMode::Kubelet,
             ..w.options()
         },
         Metrics::new(),

@@ -46,7 +46,7 @@ use wdp_kubelet_api::dra::{self, v1, v1beta1};
 use wdp_kubelet_api::dra_health;
 use wdp_kubelet_api::pluginregistration::PluginInfo;
 
-use crate::SimError;
+use crate::error::SimError;
 use crate::registry_watch::RegistryWatch;
 
 /// Called when the simulated kubelet starts or restarts, where the real

@@ -25,148 +25,35 @@
 #![warn(missing_docs)]
 
 pub mod dra;
+mod error;
 pub mod kubelet_dial;
+mod plugin_client;
 pub mod plugin_watcher;
 mod registration;
 mod registry_watch;
+mod state;
 
-pub(crate) use registration::is_extended_resource_name;
+pub use error::SimError;
+use plugin_client::dial;
 use registration::serve;
 use registry_watch::remove_sockets;
+pub use state::{Admission, PluginRecord, SimState};
 
 pub use dra::{ClaimRef, DraDriverRecord, DraSimOptions, DraSimState, SimDraKubelet};
 pub use plugin_watcher::{SimPluginWatcher, WatchedPlugin, WatcherState};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, Status};
+use tonic::Request;
 use wdp_kubelet_api::v1beta1::{
-    self, AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse,
-    ContainerPreferredAllocationRequest, Device, DevicePluginOptions, PreStartContainerRequest,
-    PreferredAllocationRequest, RegisterRequest, device_plugin_client::DevicePluginClient,
+    self, AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, Device,
+    PreStartContainerRequest, PreferredAllocationRequest, device_plugin_client::DevicePluginClient,
 };
-
-/// Errors of the simulated kubelet.
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    /// The kubelet's registration socket could not be served.
-    #[error("cannot serve {path}: {source}")]
-    Bind {
-        /// The socket (`kubelet.sock` in the simulated kubelet's folder).
-        path: PathBuf,
-        /// Why binding or listening failed.
-        #[source]
-        source: std::io::Error,
-    },
-    /// An RPC or an admission named a resource that has not registered.
-    #[error("resource {0} is not registered")]
-    NotRegistered(String),
-    /// A wait ran out: how long was waited, and for what.
-    #[error("timed out after {0:?} waiting for {1}")]
-    Timeout(Duration, String),
-    /// The plugin's socket could not be dialled back.
-    #[error("cannot dial plugin {path}: {source}")]
-    Dial {
-        /// The plugin's socket.
-        path: PathBuf,
-        /// The transport's error.
-        #[source]
-        source: tonic::transport::Error,
-    },
-    /// A device-plugin RPC returned an error status.
-    #[error("{rpc} failed: {status}")]
-    Rpc {
-        /// The RPC, e.g. `Allocate`.
-        rpc: &'static str,
-        /// The status the plugin answered.
-        status: Box<Status>,
-    },
-    /// A call named a DRA driver that has not registered.
-    #[error("DRA driver {0} is not registered")]
-    DriverNotRegistered(String),
-    /// A plugin's answer broke the protocol in a way the kubelet rejects
-    /// as a whole (e.g. a DRA result for a claim it did not ask for).
-    #[error("{rpc}: {problem}")]
-    BadResponse {
-        /// The RPC, e.g. `NodePrepareResources`.
-        rpc: &'static str,
-        /// What was wrong with the answer.
-        problem: String,
-    },
-    /// An admission could not go ahead (too few healthy free devices, or
-    /// an `Allocate` answer without a container response).
-    #[error("admission refused: {0}")]
-    Admission(String),
-}
-
-/// What the simulated kubelet knows about one registered resource.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PluginRecord {
-    /// The most recent `RegisterRequest` accepted for the resource.
-    pub registration: RegisterRequest,
-    /// How many times the resource registered since the kubelet started.
-    pub registrations: u64,
-    /// When the last registration was accepted.
-    pub registered_at: Instant,
-    /// The last list received on `ListAndWatch` (all Unhealthy once the
-    /// stream ended, as the kubelet does).
-    pub devices: Vec<Device>,
-    /// How many lists `ListAndWatch` delivered.
-    pub lists_received: u64,
-    /// Whether the `ListAndWatch` stream is open.
-    pub streaming: bool,
-    /// Identifies this registration's stream, so a stream of an earlier
-    /// registration that ends late cannot touch this record.
-    stream_id: u64,
-}
-
-impl PluginRecord {
-    /// IDs of the devices currently reported `Healthy`.
-    pub fn healthy_ids(&self) -> Vec<String> {
-        self.devices
-            .iter()
-            .filter(|d| d.health == v1beta1::HEALTHY)
-            .map(|d| d.id.clone())
-            .collect()
-    }
-
-    fn options(&self) -> DevicePluginOptions {
-        self.registration.options.unwrap_or_default()
-    }
-}
-
-/// The kubelet's view of every plugin, published on a watch channel.
-#[derive(Clone, Debug, Default)]
-pub struct SimState {
-    /// Every resource that registered, by resource name.
-    pub plugins: BTreeMap<String, PluginRecord>,
-    /// Device IDs handed out per resource by [`SimKubelet::admit`].
-    pub allocated: BTreeMap<String, BTreeSet<String>>,
-    /// Protocol mistakes the plugin made, in order.
-    pub violations: Vec<String>,
-    /// Registrations refused, with the reason.
-    pub refusals: Vec<String>,
-}
-
-/// One container admitted through the device-plugin RPCs.
-#[derive(Clone, Debug)]
-pub struct Admission {
-    /// The plugin's `GetPreferredAllocation` answer, if it offers one.
-    pub preferred: Option<Vec<String>>,
-    /// The device IDs sent to `Allocate`.
-    pub devices: Vec<String>,
-    /// The plugin's `Allocate` answer for the container.
-    pub response: ContainerAllocateResponse,
-    /// Whether `PreStartContainer` was called (and succeeded).
-    pub pre_started: bool,
-    /// Round-trip time of each RPC, in call order.
-    pub timings: Vec<(&'static str, Duration)>,
-}
 
 /// A running simulated kubelet. Dropping it stops the server.
 pub struct SimKubelet {
@@ -340,7 +227,7 @@ impl SimKubelet {
                     }],
                 })
                 .await
-                .map_err(|status| rpc_error("GetPreferredAllocation", status))?
+                .map_err(|status| SimError::rpc("GetPreferredAllocation", status))?
                 .into_inner();
             timings.push(("GetPreferredAllocation", started.elapsed()));
             let ids = reply
@@ -370,7 +257,7 @@ impl SimKubelet {
                 }],
             })
             .await
-            .map_err(|status| rpc_error("Allocate", status))?
+            .map_err(|status| SimError::rpc("Allocate", status))?
             .into_inner();
         timings.push(("Allocate", started.elapsed()));
         let Some(response) = reply.container_responses.into_iter().next() else {
@@ -391,7 +278,7 @@ impl SimKubelet {
             client
                 .pre_start_container(request)
                 .await
-                .map_err(|status| rpc_error("PreStartContainer", status))?;
+                .map_err(|status| SimError::rpc("PreStartContainer", status))?;
             timings.push(("PreStartContainer", started.elapsed()));
             pre_started = true;
         }
@@ -431,27 +318,4 @@ impl Drop for SimKubelet {
     fn drop(&mut self) {
         self.stop.cancel();
     }
-}
-
-fn rpc_error(rpc: &'static str, status: Status) -> SimError {
-    SimError::Rpc {
-        rpc,
-        status: Box::new(status),
-    }
-}
-
-pub(crate) async fn dial(
-    path: &Path,
-) -> Result<DevicePluginClient<tonic::transport::Channel>, SimError> {
-    let channel = tokio::time::timeout(
-        Duration::from_secs(10),
-        wdp_kubelet_api::connect_unix(path.to_owned()),
-    )
-    .await
-    .map_err(|_| SimError::Timeout(Duration::from_secs(10), format!("dial {}", path.display())))?
-    .map_err(|source| SimError::Dial {
-        path: path.to_owned(),
-        source,
-    })?;
-    Ok(DevicePluginClient::new(channel))
 }

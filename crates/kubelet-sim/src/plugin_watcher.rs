@@ -27,12 +27,13 @@ use wdp_kubelet_api::v1beta1::{
     DevicePluginOptions, Empty, PreStartContainerRequest, device_plugin_client::DevicePluginClient,
 };
 
+use crate::error::SimError;
 use crate::kubelet_dial::DialError;
+use crate::registration::is_extended_resource_name;
 use crate::registry_watch::{
     Handled, HandlerFuture, OpenError, RegistryWatch, SocketHandler, notify_status,
     open_registration,
 };
-use crate::{SimError, is_extended_resource_name};
 
 /// What the watcher knows about one registered plugin.
 #[derive(Clone, Debug)]
@@ -203,7 +204,7 @@ impl SimPluginWatcher {
                 ids.len()
             )));
         }
-        let mut client = crate::dial(Path::new(&plugin.info.endpoint)).await?;
+        let mut client = crate::plugin_client::dial(Path::new(&plugin.info.endpoint)).await?;
         let reply = client
             .allocate(AllocateRequest {
                 container_requests: vec![ContainerAllocateRequest {
@@ -211,7 +212,7 @@ impl SimPluginWatcher {
                 }],
             })
             .await
-            .map_err(|status| crate::rpc_error("Allocate", status))?
+            .map_err(|status| SimError::rpc("Allocate", status))?
             .into_inner();
         let response = reply
             .container_responses
@@ -224,7 +225,7 @@ impl SimPluginWatcher {
                     devices_ids: ids.clone(),
                 })
                 .await
-                .map_err(|status| crate::rpc_error("PreStartContainer", status))?;
+                .map_err(|status| SimError::rpc("PreStartContainer", status))?;
         }
         Ok((ids, response))
     }
@@ -317,7 +318,7 @@ async fn register(
         }
         return Handled::Done;
     }
-    let mut client = match crate::dial(Path::new(&info.endpoint)).await {
+    let mut client = match crate::plugin_client::dial(Path::new(&info.endpoint)).await {
         Ok(client) => client,
         Err(e) => return fail(e.to_string()),
     };

@@ -19,7 +19,9 @@ use wdp_kubelet_api::v1beta1::{
     registration_server::{Registration, RegistrationServer},
 };
 
-use crate::{PluginRecord, SimError, SimState, dial};
+use crate::error::SimError;
+use crate::plugin_client::dial;
+use crate::state::{PluginRecord, SimState};
 
 pub(crate) fn serve(
     dir: &Path,

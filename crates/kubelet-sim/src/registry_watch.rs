@@ -32,7 +32,7 @@ use wdp_kubelet_api::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
 
-use crate::SimError;
+use crate::error::SimError;
 use crate::kubelet_dial::{DialError, KubeletStyleConn};
 
 const GET_INFO: &str = "/pluginregistration.Registration/GetInfo";

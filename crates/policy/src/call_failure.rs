@@ -5,9 +5,11 @@
 
 use wasmtime::{Store, Trap};
 
+use crate::call_state::CallState;
+use crate::context::CallLimits;
 use crate::error::CallError;
-use crate::host::{BlockingDenied, CallState};
-use crate::{CallLimits, Hook};
+use crate::hook::Hook;
+use crate::linker::BlockingDenied;
 
 /// Sorts a wasmtime error from instantiation or a call into a [`CallError`].
 pub(crate) fn classify(

@@ -1,5 +1,6 @@
-//! The `claim` import (WIT 0.1.1): which Dynamic Resource Allocation claim
-//! a call serves and the claim's opaque configuration for the driver.
+//! The claim a call serves (WIT 0.1.1): which Dynamic Resource Allocation
+//! claim and the claim's opaque configuration for the driver, as the
+//! `claim` import returns it (served in [`crate::imports`]).
 //!
 //! The caller sets [`crate::CallContext::claim`] for the `allocate` and
 //! `pre-start` calls of a DRA prepare; everywhere else it is `None` and the
@@ -7,11 +8,6 @@
 //! not import this interface and load unchanged.
 
 use std::sync::Arc;
-
-use wasmtime::component::{HasSelf, Linker};
-
-use crate::bindings::wasm_device_plugin::policy::claim as wit_claim;
-use crate::host::CallState;
 
 /// A ResourceClaim being prepared, as far as one driver is concerned.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,29 +26,6 @@ pub struct ClaimInfo {
     /// driver that applies to one of [`Self::requests`], in allocation
     /// order (class configuration first, then the claim's own).
     pub configs: Vec<String>,
-}
-
-impl From<&ClaimInfo> for wit_claim::ClaimInfo {
-    fn from(info: &ClaimInfo) -> Self {
-        Self {
-            namespace: info.namespace.clone(),
-            name: info.name.clone(),
-            uid: info.uid.clone(),
-            requests: info.requests.clone(),
-            configs: info.configs.clone(),
-        }
-    }
-}
-
-impl wit_claim::Host for CallState {
-    fn current(&mut self) -> Option<wit_claim::ClaimInfo> {
-        self.claim().map(wit_claim::ClaimInfo::from)
-    }
-}
-
-/// Adds the `claim` interface to the shared linker.
-pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    wit_claim::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)
 }
 
 /// The claim of a call, shared between the context and the store.

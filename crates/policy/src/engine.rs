@@ -1,23 +1,28 @@
-//! The engine: one wasmtime `Engine`, its epoch ticker, the shared linker
-//! and the compile cache.
+//! The engine: [`PolicyEngine`] creates one wasmtime `Engine` (with its
+//! epoch ticker, the shared linker and the precompiled-guest directory)
+//! from [`EngineSettings`], and loads guests through the cache of compiled
+//! builds ([`crate::compiled_cache`]).
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::compiled_cache::{CacheStats, CompiledCache};
+use crate::context::CallLimits;
 use crate::error::{LoadError, PolicyError};
-use crate::guest::{Guest, Prepared};
-use crate::host::{self, CallState};
+use crate::guest::Guest;
+use crate::linker;
+use crate::observer::CallObserver;
 use crate::precompiled::PrecompiledDir;
+use crate::prepared::Prepared;
 use crate::regular_file::{RegularFileError, read_regular_file};
-use crate::ticker::{Busy, Ticker};
-use crate::{CallLimits, CallObserver};
+use crate::shared::Shared;
+use crate::ticker::Ticker;
 
 /// The largest guest file [`PolicyEngine::load_file`] reads: 64 MiB, room
 /// for the biggest toolchain output (a componentize-py guest, which embeds
@@ -109,66 +114,6 @@ impl fmt::Debug for EngineSettings {
     }
 }
 
-/// State shared by the engine and every guest loaded from it. The epoch
-/// ticker (which ticks only while guest code runs) stops when the last of
-/// them is dropped.
-pub(crate) struct Shared {
-    pub(crate) engine: Engine,
-    pub(crate) linker: Linker<CallState>,
-    pub(crate) epoch_tick: Duration,
-    pub(crate) max_memory_bytes: u64,
-    pub(crate) load_limits: CallLimits,
-    pub(crate) observer: Option<Arc<dyn CallObserver>>,
-    pub(crate) pooling: bool,
-    pub(crate) warm_instances: bool,
-    precompiled: Option<PrecompiledDir>,
-    ticker: Ticker,
-}
-
-impl Shared {
-    /// Keeps the epoch advancing until the guard is dropped: held around
-    /// every piece of guest code that runs under a deadline.
-    pub(crate) fn busy(&self) -> Busy<'_> {
-        self.ticker.busy()
-    }
-
-    /// Deadline in epoch ticks for a timeout: rounded up, plus one tick
-    /// because the next tick may come right after the deadline is set.
-    pub(crate) fn deadline_ticks(&self, timeout: Duration) -> u64 {
-        let tick = self.epoch_tick.as_nanos().max(1);
-        let ticks = timeout.as_nanos().div_ceil(tick);
-        u64::try_from(ticks)
-            .unwrap_or(u64::MAX / 2)
-            .saturating_add(1)
-    }
-
-    /// The guest `name` with content hash `hash` and bytes `bytes`,
-    /// compiled: mapped from the precompiled directory when it holds this
-    /// build, otherwise compiled (and written there).
-    pub(crate) fn compile(
-        &self,
-        name: &str,
-        hash: &str,
-        bytes: &[u8],
-    ) -> Result<Component, LoadError> {
-        if let Some(component) = self
-            .precompiled
-            .as_ref()
-            .and_then(|dir| dir.load(&self.engine, hash))
-        {
-            return Ok(component);
-        }
-        let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile {
-            guest: name.to_string(),
-            detail: format!("{e:#}"),
-        })?;
-        if let Some(dir) = &self.precompiled {
-            dir.store(&component, hash);
-        }
-        Ok(component)
-    }
-}
-
 /// The sandboxed runtime for policy guests: one wasmtime engine (component
 /// model, epoch interruption, pooling allocator), an epoch ticker thread
 /// (ticking only while a guest runs), a
@@ -188,102 +133,6 @@ impl fmt::Debug for PolicyEngine {
             .field("max_memory_bytes", &self.shared.max_memory_bytes)
             .field("pooling", &self.shared.pooling)
             .finish_non_exhaustive()
-    }
-}
-
-/// What the compiled-guest cache holds; see [`PolicyEngine::cache_stats`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Compiled guests alive (in use, kept, or both).
-    pub live_entries: usize,
-    /// Compiled guests only the cache keeps alive (no loaded guest uses them).
-    pub unused_entries: usize,
-    /// Bytes of compiled code of those unused guests.
-    pub unused_bytes: u64,
-}
-
-/// Compiled guests by content hash.
-///
-/// Every compiled guest that is alive anywhere is found through a weak
-/// reference, so a guest in use is never compiled twice. Besides, the
-/// cache keeps recently loaded builds alive itself (newest last), but
-/// those that nothing else uses only up to a byte budget: memory stays
-/// bounded whatever the number of distinct builds loaded over time.
-struct CompiledCache {
-    live: HashMap<String, Weak<Prepared>>,
-    kept: VecDeque<Arc<Prepared>>,
-    unused_budget: u64,
-}
-
-impl CompiledCache {
-    fn new(unused_budget: u64) -> Self {
-        Self {
-            live: HashMap::new(),
-            kept: VecDeque::new(),
-            unused_budget,
-        }
-    }
-
-    fn get(&mut self, hash: &str) -> Option<Arc<Prepared>> {
-        let prepared = self.live.get(hash)?.upgrade()?;
-        // Most recently used goes last.
-        self.kept.retain(|p| !Arc::ptr_eq(p, &prepared));
-        self.kept.push_back(Arc::clone(&prepared));
-        self.evict();
-        Some(prepared)
-    }
-
-    fn insert(&mut self, prepared: Arc<Prepared>) {
-        self.live
-            .insert(prepared.hash().to_owned(), Arc::downgrade(&prepared));
-        self.kept.push_back(prepared);
-        self.evict();
-    }
-
-    /// Whether only the cache holds `prepared`.
-    fn unused(prepared: &Arc<Prepared>) -> bool {
-        Arc::strong_count(prepared) == 1
-    }
-
-    /// Drops the oldest unused builds until the unused ones fit the budget,
-    /// and forgets hashes whose compiled guest is gone.
-    fn evict(&mut self) {
-        let mut unused_bytes: u64 = self
-            .kept
-            .iter()
-            .filter(|p| Self::unused(p))
-            .map(|p| p.compiled_bytes())
-            .sum();
-        let mut i = 0;
-        while unused_bytes > self.unused_budget && i < self.kept.len() {
-            if Self::unused(&self.kept[i]) {
-                if let Some(gone) = self.kept.remove(i) {
-                    unused_bytes = unused_bytes.saturating_sub(gone.compiled_bytes());
-                }
-            } else {
-                i += 1;
-            }
-        }
-        self.live.retain(|_, weak| weak.strong_count() > 0);
-    }
-
-    fn retain(&mut self, keep: &mut dyn FnMut(&str) -> bool) {
-        self.kept.retain(|p| keep(p.hash()));
-        self.evict();
-    }
-
-    fn stats(&mut self) -> CacheStats {
-        self.evict();
-        let unused: Vec<&Arc<Prepared>> = self.kept.iter().filter(|p| Self::unused(p)).collect();
-        CacheStats {
-            live_entries: self
-                .live
-                .values()
-                .filter(|weak| weak.strong_count() > 0)
-                .count(),
-            unused_entries: unused.len(),
-            unused_bytes: unused.iter().map(|p| p.compiled_bytes()).sum(),
-        }
     }
 }
 
@@ -346,7 +195,7 @@ impl PolicyEngine {
                 .ok()
         });
         let linker =
-            host::linker(&engine).map_err(|e| PolicyError::Engine(format!("linker: {e:#}")))?;
+            linker::linker(&engine).map_err(|e| PolicyError::Engine(format!("linker: {e:#}")))?;
         let ticker = Ticker::start(
             engine.clone(),
             settings.epoch_tick.max(Duration::from_micros(100)),

@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::Hook;
+use crate::hook::Hook;
 
 /// The engine could not be created.
 #[derive(Debug, thiserror::Error)]

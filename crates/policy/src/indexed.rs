@@ -5,18 +5,19 @@
 //! few integers instead of every device's strings. For a guest without it,
 //! [`Guest::choose_by_index`] sends the usual `preferred-allocation`
 //! request, lowered straight from the borrowed table (no copy on the host).
+//! Finding and type-checking the export at load time is
+//! [`crate::indexed_export`]'s job.
 
-use wasmtime::Store;
-use wasmtime::component::{Component, ComponentExportIndex, ComponentType, Instance, Lower};
+use wasmtime::component::{ComponentType, Lower};
 
-use crate::error::{CallError, LoadError};
+use crate::call_failure::classify;
+use crate::context::{CallContext, CallLimits};
+use crate::error::CallError;
 use crate::guest::Guest;
-use crate::host::CallState;
+use crate::hook::Hook;
+use crate::indexed_export::{IndexedExport, IndexedRequest};
 use crate::types::DeviceRef;
-use crate::{CallContext, Hook};
-
-/// The interface name of the by-index companion of `preferred-allocation`.
-pub(crate) const INTERFACE: &str = "preferred-allocation-indexed";
+use crate::warm::WarmInstance;
 
 /// What [`Guest::choose_by_index`] got back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,16 +87,6 @@ impl PreferredAnswer {
     }
 }
 
-/// `preferred-allocation-indexed.request`.
-#[derive(ComponentType, Lower, Clone, Copy, Debug)]
-#[component(record)]
-struct IndexedRequest<'a> {
-    available: &'a [u32],
-    #[component(name = "must-include")]
-    must_include: &'a [u32],
-    size: u32,
-}
-
 /// `preferred-allocation.request`, borrowing the host's devices.
 #[derive(ComponentType, Lower, Clone, Debug)]
 #[component(record)]
@@ -104,77 +95,6 @@ struct BorrowedRequest<'a> {
     #[component(name = "must-include")]
     must_include: Vec<&'a str>,
     size: u32,
-}
-
-/// Where the two functions of a guest's `preferred-allocation-indexed` are.
-pub(crate) struct IndexedExport {
-    export: String,
-    set_devices: ComponentExportIndex,
-    choose: ComponentExportIndex,
-}
-
-impl IndexedExport {
-    /// Finds the functions of `export`; refuses it without the plain
-    /// `preferred-allocation` beside it (hosts and tools that do not know
-    /// the indexed form must still be able to call the guest).
-    pub(crate) fn find(
-        component: &Component,
-        guest: &str,
-        export: String,
-        has_plain: bool,
-    ) -> Result<Self, LoadError> {
-        let fail = |detail: String| LoadError::Signature {
-            guest: guest.to_string(),
-            hook: Hook::PreferredAllocation,
-            export: export.clone(),
-            detail,
-        };
-        if !has_plain {
-            return Err(fail(format!(
-                "`{INTERFACE}` is exported without `preferred-allocation`"
-            )));
-        }
-        let instance = component
-            .get_export_index(None, &export)
-            .ok_or_else(|| fail("not an exported instance".into()))?;
-        let function = |name: &str| {
-            component
-                .get_export_index(Some(&instance), name)
-                .ok_or_else(|| fail(format!("function `{name}` is missing")))
-        };
-        let set_devices = function("set-devices")?;
-        let choose = function("choose")?;
-        Ok(Self {
-            export,
-            set_devices,
-            choose,
-        })
-    }
-
-    /// Checks both functions have their WIT signatures.
-    pub(crate) fn type_check(
-        &self,
-        store: &mut Store<CallState>,
-        instance: &Instance,
-        guest: &str,
-    ) -> Result<(), LoadError> {
-        let fail = |e: wasmtime::Error| LoadError::Signature {
-            guest: guest.to_string(),
-            hook: Hook::PreferredAllocation,
-            export: self.export.clone(),
-            detail: format!("{e:#}"),
-        };
-        instance
-            .get_typed_func::<(u64, &[&DeviceRef]), ()>(&mut *store, &self.set_devices)
-            .map_err(fail)?;
-        instance
-            .get_typed_func::<(IndexedRequest<'_>,), (Result<Vec<u32>, String>,)>(
-                &mut *store,
-                &self.choose,
-            )
-            .map_err(fail)?;
-        Ok(())
-    }
 }
 
 impl Guest {
@@ -257,7 +177,7 @@ impl Guest {
                     .map(PreferredAnswer::Ids)
                 }
             };
-            self.release(instance, &result);
+            self.warm.release(instance, &result);
             result
         })
     }
@@ -265,9 +185,9 @@ impl Guest {
     /// `set-devices(generation, table)` on `instance`.
     fn set_devices(
         &self,
-        instance: &mut crate::warm::WarmInstance,
+        instance: &mut WarmInstance,
         indexed: &IndexedExport,
-        limits: crate::CallLimits,
+        limits: CallLimits,
         generation: u64,
         table: &[&DeviceRef],
     ) -> Result<(), CallError> {
@@ -282,8 +202,6 @@ impl Guest {
                 detail: format!("{e:#}"),
             })?;
         func.call(&mut *store, (generation, table))
-            .map_err(|error| {
-                crate::call_failure::classify(&self.name, hook, limits, store, error, false)
-            })
+            .map_err(|error| classify(&self.name, hook, limits, store, error, false))
     }
 }

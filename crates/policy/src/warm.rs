@@ -11,16 +11,13 @@
 //! when it grew its memory by more than [`MAX_GROWTH_BYTES`] since its first
 //! call, and after [`MAX_CALLS`] calls.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use wasmtime::Store;
-use wasmtime::component::{ComponentExportIndex, ComponentNamedList, Instance, Lift, Lower};
+use wasmtime::component::Instance;
 
-use crate::call_failure::classify;
+use crate::call_state::CallState;
 use crate::error::CallError;
-use crate::guest::{Guest, MAX_GUEST_MESSAGE, new_store};
-use crate::host::{CallInfo, CallState};
-use crate::{CallContext, CallLimits, Hook};
 
 /// How many calls one warm instance serves at most.
 pub(crate) const MAX_CALLS: u32 = 10_000;
@@ -65,9 +62,10 @@ pub(crate) struct WarmPool {
 }
 
 impl WarmPool {
-    /// An idle instance of `generation`, if one is kept. Instances of other
-    /// generations are dropped (outside the lock).
-    pub(crate) fn take(&self, generation: u64) -> Option<WarmInstance> {
+    /// An idle instance of `generation` whose memory fits a cap of
+    /// `memory_bytes`, if one is kept. Instances of other generations, and
+    /// one too large for the cap, are dropped (outside the lock).
+    pub(crate) fn take(&self, generation: u64, memory_bytes: u64) -> Option<WarmInstance> {
         let stale;
         let found;
         {
@@ -81,11 +79,20 @@ impl WarmPool {
             *idle = same;
         }
         drop(stale);
-        found
+        found.filter(|warm| warm.store.data().limiter.fits(memory_bytes))
+    }
+
+    /// Keeps `instance` for a later call after a clean call or the guest's
+    /// own `Err`; drops it after anything else (trap, timeout, memory cap).
+    pub(crate) fn release<T>(&self, instance: WarmInstance, result: &Result<T, CallError>) {
+        match result {
+            Ok(_) | Err(CallError::GuestError { .. }) => self.give_back(instance),
+            Err(_) => drop(instance),
+        }
     }
 
     /// Keeps `instance` for a later call after a clean call, or drops it.
-    pub(crate) fn give_back(&self, mut instance: WarmInstance) {
+    fn give_back(&self, mut instance: WarmInstance) {
         if !instance.reusable() {
             return;
         }
@@ -96,115 +103,5 @@ impl WarmPool {
         }
         drop(idle);
         drop(instance);
-    }
-}
-
-/// The instance side of every call.
-impl Guest {
-    /// The call's limits, the memory cap clamped to the engine's.
-    pub(crate) fn limits(&self, ctx: &CallContext) -> CallLimits {
-        CallLimits {
-            timeout: ctx.limits.timeout,
-            memory_bytes: ctx.limits.memory_bytes.min(self.shared.max_memory_bytes),
-        }
-    }
-
-    /// A warm instance of the call's generation readied for this call, or
-    /// a fresh one.
-    pub(crate) fn acquire(
-        &self,
-        ctx: &CallContext,
-        hook: Hook,
-        limits: CallLimits,
-    ) -> Result<WarmInstance, CallError> {
-        let info = || CallInfo {
-            guest: Arc::clone(&self.guest),
-            hook: Some(hook),
-            resource: ctx.resource.clone(),
-            services: Arc::clone(&ctx.services),
-            config: Arc::clone(&ctx.config),
-            claim: ctx.claim.clone(),
-        };
-        let generation = ctx.generation.filter(|_| self.shared.warm_instances);
-        if let Some(generation) = generation
-            && let Some(mut warm) = self.warm.take(generation)
-            && warm.store.data().limiter.fits(limits.memory_bytes)
-        {
-            warm.store.data_mut().rearm(info(), limits.memory_bytes);
-            warm.store
-                .set_epoch_deadline(self.shared.deadline_ticks(limits.timeout));
-            return Ok(warm);
-        }
-        let mut store = new_store(&self.shared, info(), limits);
-        let instance = match self.prepared.pre.instantiate(&mut store) {
-            Ok(instance) => instance,
-            Err(error) => return Err(classify(&self.name, hook, limits, &store, error, true)),
-        };
-        Ok(WarmInstance {
-            store,
-            instance,
-            generation,
-            table_generation: None,
-            calls: 0,
-            baseline_bytes: None,
-        })
-    }
-
-    /// Keeps `instance` warm after a clean call or the guest's own `Err`;
-    /// drops it after anything else (trap, timeout, memory cap).
-    pub(crate) fn release<T>(&self, instance: WarmInstance, result: &Result<T, CallError>) {
-        match result {
-            Ok(_) | Err(CallError::GuestError { .. }) => self.warm.give_back(instance),
-            Err(_) => drop(instance),
-        }
-    }
-
-    /// Calls one export function of `instance`: `Ok` with the guest's
-    /// answer, its `Err` as [`CallError::GuestError`], a wasmtime failure
-    /// classified.
-    pub(crate) fn call_export<P, T>(
-        &self,
-        instance: &mut WarmInstance,
-        hook: Hook,
-        limits: CallLimits,
-        func: &ComponentExportIndex,
-        params: P,
-    ) -> Result<T, CallError>
-    where
-        P: ComponentNamedList + Lower,
-        T: Lift + 'static,
-        (Result<T, String>,): ComponentNamedList + Lift,
-    {
-        let store = &mut instance.store;
-        let func = instance
-            .instance
-            .get_typed_func::<P, (Result<T, String>,)>(&mut *store, func)
-            .map_err(|e| CallError::Instantiate {
-                guest: self.name.clone(),
-                hook,
-                detail: format!("{e:#}"),
-            })?;
-        match func.call(&mut *store, params) {
-            Ok((Ok(value),)) => Ok(value),
-            Ok((Err(message),)) => Err(self.guest_error(hook, message)),
-            Err(error) => Err(classify(&self.name, hook, limits, store, error, false)),
-        }
-    }
-
-    /// The guest's own `Err`, its message bounded.
-    pub(crate) fn guest_error(&self, hook: Hook, mut message: String) -> CallError {
-        if message.len() > MAX_GUEST_MESSAGE {
-            let mut end = MAX_GUEST_MESSAGE;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push_str("...");
-        }
-        CallError::GuestError {
-            guest: self.name.clone(),
-            hook,
-            message,
-        }
     }
 }

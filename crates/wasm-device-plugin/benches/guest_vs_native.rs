@@ -72,7 +72,7 @@
 //!
 //! Small calls (issue 14 goal 1 at 8 devices), after guests that import no
 //! `hardware` run on the calling worker inside `block_in_place` instead of
-//! a `spawn_blocking` hand-off (see `wdp_host`'s `guest_call` module):
+//! a `spawn_blocking` hand-off (see `wdp_resource`'s `guest_call` module):
 //! five interleaved runs of the old and new host and bench at 8 devices,
 //! 1,000 rounds each, on the 2-core machine with 4–6 other builds running
 //! (load 6), guest / built-in e2e p50 (µs figures are guest e2e p50 and
@@ -275,7 +275,7 @@ async fn server_side(config: &Path, root: &Path, rounds: usize) -> ServerSide {
     let ids: Vec<String> = set.devices().iter().map(|d| d.id().to_owned()).collect();
     let (must, size) = request_shape(&ids);
 
-    let measure_preferred = async |resource: &wdp_host::Resource| {
+    let measure_preferred = async |resource: &wdp_resource::Resource| {
         let mut samples = Vec::new();
         for i in 0..rounds + rounds / 10 {
             let started = Instant::now();
@@ -291,7 +291,7 @@ async fn server_side(config: &Path, root: &Path, rounds: usize) -> ServerSide {
     let builtin_preferred = measure_preferred(&builtin).await;
     let guest_preferred = measure_preferred(&packing).await;
 
-    let measure_allocate = async |resource: &wdp_host::Resource| {
+    let measure_allocate = async |resource: &wdp_resource::Resource| {
         let mut samples = Vec::new();
         for i in 0..rounds + rounds / 10 {
             let started = Instant::now();
@@ -322,7 +322,7 @@ async fn server_side(config: &Path, root: &Path, rounds: usize) -> ServerSide {
             .iter()
             .map(|id| set.position(id).unwrap() as u32)
             .collect();
-        wdp_host::validate::preferred(&positions, &offered, must_at, size, id_of).unwrap();
+        wdp_resource::validate::preferred(&positions, &offered, must_at, size, id_of).unwrap();
     };
     let mut samples = Vec::new();
     let mut answer = Vec::new();
@@ -330,7 +330,7 @@ async fn server_side(config: &Path, root: &Path, rounds: usize) -> ServerSide {
         let started = Instant::now();
         let available_at = set.resolve_indexes(&ids, true).unwrap();
         let must_at = set.resolve_indexes(&must, true).unwrap();
-        let available: Vec<&wdp_host::AdvertisedDevice> = available_at
+        let available: Vec<&wdp_resource::AdvertisedDevice> = available_at
             .iter()
             .map(|&p| &set.devices()[p as usize])
             .collect();

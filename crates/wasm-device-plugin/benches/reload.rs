@@ -14,7 +14,7 @@
 //!
 //! `WDP_BENCH_BINARY` and `WDP_BENCH_HOST_TOML` measure another build with
 //! its own `host.toml` (an earlier release, say), for before/after figures;
-//! `WDP_BENCH_LOG=wdp_host::reload=debug,wdp_policy::guest=debug` prints
+//! `WDP_BENCH_LOG=wdp_host=debug,wdp_resource::loading=debug,wdp_policy::guest=debug` prints
 //! where a reload's time goes.
 //!
 //! Figures (release builds, 2 shared cores, load average 1.3–2.0; p50 /

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use wdp_host::{Host, HostOptions, Metrics};
+use wdp_host::{Host, HostOptions};
 use wdp_kubelet_sim::SimKubelet;
+use wdp_resource::Metrics;
 
 use crate::demo_dra::{DEMO_NODE, DraWorld};
 
@@ -77,7 +78,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             device_plugin_dir: folder.path().to_owned(),
             host_root: args.host_root.clone(),
             cdi_dir: folder.path().join("cdi"),
-            registration: wdp_host::RegistrationMode::Kubelet,
+            registration: wdp_kubelet_socket::RegistrationMode::Kubelet,
             plugins_registry_dir: registry_dir.clone(),
             plugins_dir: folder.path().join("plugins"),
             state_dir: folder.path().join("state"),
@@ -223,7 +224,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
     };
     tokio::select! {
-        result = crate::wait_for_signal() => result?,
+        result = crate::tasks::wait_for_signal() => result?,
         _ = watch => {}
     }
     host.shutdown().await;
@@ -234,7 +235,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 /// the demo cannot start on a fresh checkout), names them and says how the
 /// example guests are built. `None` when every guest is there.
 fn missing_guests_hint(config_dir: &Path) -> Option<String> {
-    let config = wdp_host::config::load_dir(config_dir).ok()?;
+    let config = wdp_resource::config::load_dir(config_dir).ok()?;
     let mut missing: Vec<String> = config
         .resources
         .values()

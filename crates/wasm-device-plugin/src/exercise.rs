@@ -42,7 +42,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let (config_dir, host_root) = (args.config_dir.clone(), args.host_root.clone());
     let resources =
-        crate::offline(move || Ok(wdp_host::load_offline(&config_dir, &host_root)?)).await?;
+        crate::tasks::offline(move || Ok(wdp_host::load_offline(&config_dir, &host_root)?)).await?;
     println!(
         "loaded {} resource(s) from {} in {} (guests compiled, smoke-tested; discovery and health run once)",
         resources.len(),

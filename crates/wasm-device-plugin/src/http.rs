@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn counters_are_named_by_their_samples_in_text_format() {
-        let metrics = wdp_host::Metrics::new();
+        let metrics = wdp_resource::Metrics::new();
         metrics.reload(true);
         metrics.registration("example.com/fuse", true);
         metrics.set_devices("example.com/fuse", 3, 1);

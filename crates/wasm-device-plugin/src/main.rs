@@ -10,6 +10,7 @@ mod exercise;
 mod http;
 mod precompile;
 mod registration;
+mod tasks;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,7 +18,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use wdp_host::{Host, HostOptions, Metrics};
+use wdp_host::{Host, HostOptions};
+use wdp_resource::Metrics;
+
+use registration::Registration;
+use tasks::{offline, wait_for_signal};
 
 /// The statically linked (musl) build uses mimalloc, which answered kubelet
 /// RPCs faster than musl's own allocator in `benches/kubelet_protocol.rs`
@@ -122,7 +127,7 @@ struct RunArgs {
     #[arg(
         long,
         env = "WDP_PLUGINS_REGISTRY_DIR",
-        default_value = wdp_host::plugin_watcher::DEFAULT_PLUGINS_REGISTRY_DIR
+        default_value = wdp_kubelet_socket::plugin_watcher::DEFAULT_PLUGINS_REGISTRY_DIR
     )]
     plugins_registry_dir: PathBuf,
 
@@ -131,7 +136,7 @@ struct RunArgs {
     #[arg(
         long,
         env = "WDP_PLUGINS_DIR",
-        default_value = wdp_host::supervisor::DEFAULT_PLUGINS_DIR
+        default_value = wdp_host::DEFAULT_PLUGINS_DIR
     )]
     plugins_dir: PathBuf,
 
@@ -140,7 +145,7 @@ struct RunArgs {
     #[arg(
         long,
         env = "WDP_STATE_DIR",
-        default_value = wdp_host::supervisor::DEFAULT_STATE_DIR
+        default_value = wdp_host::DEFAULT_STATE_DIR
     )]
     state_dir: PathBuf,
 
@@ -153,23 +158,6 @@ struct RunArgs {
     /// publish their ResourceSlices for it. Required with a DRA resource.
     #[arg(long, env = "NODE_NAME")]
     node_name: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Registration {
-    Auto,
-    Kubelet,
-    PluginWatcher,
-}
-
-impl From<Registration> for wdp_host::RegistrationMode {
-    fn from(r: Registration) -> Self {
-        match r {
-            Registration::Auto => Self::Auto,
-            Registration::Kubelet => Self::Kubelet,
-            Registration::PluginWatcher => Self::PluginWatcher,
-        }
-    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -263,18 +251,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs blocking, offline work (reading the config directory, loading and
-/// calling guests, scanning hardware) on tokio's blocking pool, the way
-/// `run`, `test` and `demo` do it: guest calls block, and WASI's stdio
-/// (a guest writing to stderr) must not run on an async worker thread.
-pub(crate) async fn offline<T: Send + 'static>(
-    work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
-) -> anyhow::Result<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .context("the offline task panicked")?
-}
-
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     precompile::in_child(&args.config_dir).await;
     let metrics = Metrics::new();
@@ -329,9 +305,9 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.cdi_dir
         && reports
             .iter()
-            .any(|r| r.cdi != wdp_host::config::CdiMode::Off)
+            .any(|r| r.cdi != wdp_resource::config::CdiMode::Off)
     {
-        wdp_host::cdi::check_dir(dir).with_context(|| {
+        wdp_resource::cdi::check_dir(dir).with_context(|| {
             format!("--cdi-dir {}: cannot write CDI specs there", dir.display())
         })?;
     }
@@ -361,8 +337,8 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         for (hook, guest) in &r.hooks {
             println!("  hook {hook}: {guest}");
         }
-        if r.cdi != wdp_host::config::CdiMode::Off {
-            let mode = if r.cdi == wdp_host::config::CdiMode::Names {
+        if r.cdi != wdp_resource::config::CdiMode::Off {
+            let mode = if r.cdi == wdp_resource::config::CdiMode::Names {
                 "names only"
             } else {
                 "names and device specs"
@@ -407,14 +383,14 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<()> {
-    let config = wdp_host::config::load_dir(&args.config_dir)?;
+    let config = wdp_resource::config::load_dir(&args.config_dir)?;
     let root = wdp_hardware::HostRoot::new(&args.host_root);
     for (name, resource) in &config.resources {
         let scan = wdp_hardware::discover(&root, &resource.selectors)
             .with_context(|| format!("{}: scanning for {name}", resource.file.display()))?;
         // Companion nodes too, so the snapshot reproduces the node.
         let companions: Vec<wdp_hardware::Selector> =
-            wdp_host::companions::wanted(&resource.companions, &scan.candidates)
+            wdp_resource::companions::wanted(&resource.companions, &scan.candidates)
                 .into_iter()
                 .map(|c| {
                     wdp_hardware::Selector::Nodes(wdp_hardware::NodeSelector {
@@ -439,17 +415,5 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         );
     }
     println!("snapshot written to {}", args.output.display());
-    Ok(())
-}
-
-/// Resolves on SIGTERM or SIGINT.
-pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
     Ok(())
 }

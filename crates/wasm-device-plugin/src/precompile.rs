@@ -45,7 +45,7 @@ pub(crate) fn run(args: PrecompileArgs) -> anyhow::Result<()> {
 pub(crate) async fn in_child(config_dir: &Path) {
     let dir = config_dir.to_owned();
     let wanted = tokio::task::spawn_blocking(move || {
-        wdp_host::config::load_dir(&dir)
+        wdp_resource::config::load_dir(&dir)
             .map(|config| config.host.precompiled_cache_dir.is_some())
             .unwrap_or(false)
     })

@@ -1,11 +1,31 @@
-//! The registration flags `check` and `test` take, to show per resource how
-//! `run` with the same flags would register it.
+//! The `--registration` flag of `run`, and the registration flags `check`
+//! and `test` take to show per resource how `run` with the same flags would
+//! register it.
 
 use std::path::PathBuf;
 
-use wdp_host::plugin_watcher::{DEFAULT_PLUGINS_REGISTRY_DIR, describe_registration};
+use wdp_kubelet_socket::plugin_watcher::{DEFAULT_PLUGINS_REGISTRY_DIR, describe_registration};
 
-use crate::Registration;
+/// How `run` registers with the kubelet (`--registration`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Registration {
+    /// The plugin watcher when its directory exists, else `kubelet.sock`.
+    Auto,
+    /// `kubelet.sock`, the original path.
+    Kubelet,
+    /// A socket in the plugin watcher's directory.
+    PluginWatcher,
+}
+
+impl From<Registration> for wdp_kubelet_socket::RegistrationMode {
+    fn from(r: Registration) -> Self {
+        match r {
+            Registration::Auto => Self::Auto,
+            Registration::Kubelet => Self::Kubelet,
+            Registration::PluginWatcher => Self::PluginWatcher,
+        }
+    }
+}
 
 #[derive(Debug, clap::Args)]
 pub struct RegistrationView {
@@ -29,7 +49,7 @@ pub struct RegistrationView {
 impl RegistrationView {
     /// One line: how the resource served on `socket` registers.
     pub fn describe(&self, socket: &str) -> String {
-        let mode: wdp_host::RegistrationMode = self.registration.into();
+        let mode: wdp_kubelet_socket::RegistrationMode = self.registration.into();
         describe_registration(
             mode.resolve(&self.plugins_registry_dir),
             &self.device_plugin_dir,

@@ -1,5 +1,7 @@
-//! The object store: one global resourceVersion counter, the objects of each kind, and per kind
-//! a bounded history of changes that watches resume from, plus a broadcast of new changes.
+//! The object store: the [`State`] of every kind behind one lock (the collections themselves live
+//! in [`crate::collection`]), the reads (get, list, opening a watch from the current state or from
+//! a resourceVersion), compaction, the taint-dropping switch, the request counters, and a signal
+//! after every write that tests wait on.
 //!
 //! Every write runs under one lock: it checks the request against the stored object (existence,
 //! resourceVersion, preconditions), runs the kind's admission step, stamps the server-owned
@@ -8,94 +10,17 @@
 
 mod writes;
 
-use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use tokio::sync::{broadcast, watch};
 
+use crate::admission::AdmissionPolicy;
+use crate::collection::{Change, ChangeKind, State};
 use crate::identity::now;
-use crate::kinds::{AdmissionPolicy, StoredKind};
+use crate::kinds::StoredKind;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::stats::Stats;
 use crate::status::ApiError;
-
-/// How many changes per kind a watch can resume across.
-const HISTORY_LEN: usize = 4096;
-/// How many changes a live watch may fall behind before it is ended.
-const BROADCAST_LEN: usize = 1024;
-
-/// `(namespace, name)`; the namespace is "" for cluster-scoped kinds.
-pub(crate) type ObjectKey = (String, String);
-
-/// What happened to an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ChangeKind {
-    Added,
-    Modified,
-    Deleted,
-}
-
-/// One recorded change of an object.
-#[derive(Debug)]
-pub(crate) struct Change<K> {
-    pub(crate) kind: ChangeKind,
-    pub(crate) resource_version: u64,
-    /// The object after the change (for deletions: as it was, with the deletion's version).
-    pub(crate) object: K,
-    /// The object before a modification, so that a filtered watch can tell enter from leave.
-    pub(crate) previous: Option<K>,
-}
-
-/// The objects of one kind with their change history.
-pub(crate) struct Collection<K> {
-    objects: BTreeMap<ObjectKey, K>,
-    history: VecDeque<Arc<Change<K>>>,
-    /// Watches must start at or after this version; older changes are gone.
-    compacted_through: u64,
-    events: broadcast::Sender<Arc<Change<K>>>,
-}
-
-impl<K> Default for Collection<K> {
-    fn default() -> Self {
-        Self {
-            objects: BTreeMap::new(),
-            history: VecDeque::new(),
-            compacted_through: 0,
-            events: broadcast::channel(BROADCAST_LEN).0,
-        }
-    }
-}
-
-impl<K: StoredKind> Collection<K> {
-    /// Drops the history up to `version`: watches from before it get 410 Expired.
-    fn forget_history(&mut self, version: u64) {
-        self.history.clear();
-        self.compacted_through = version;
-    }
-
-    fn record(&mut self, change: Change<K>) {
-        let change = Arc::new(change);
-        if self.history.len() == HISTORY_LEN
-            && let Some(dropped) = self.history.pop_front()
-        {
-            self.compacted_through = dropped.resource_version;
-        }
-        self.history.push_back(change.clone());
-        // No receivers is fine: nobody is watching.
-        let _ = self.events.send(change);
-    }
-}
-
-/// Everything stored, under one lock.
-#[derive(Default)]
-pub(crate) struct State {
-    resource_version: u64,
-    pub(crate) slices: Collection<ResourceSlice>,
-    pub(crate) claims: Collection<ResourceClaim>,
-    pub(crate) nodes: Collection<Node>,
-}
 
 /// Which objects a list, watch or collection delete is about.
 #[derive(Debug, Clone, Default)]
@@ -157,6 +82,12 @@ pub(crate) struct Store {
     latest: watch::Sender<u64>,
     taints_dropped: Mutex<bool>,
     pub(crate) stats: Mutex<Stats>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
 }
 
 impl Store {

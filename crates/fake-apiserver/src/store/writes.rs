@@ -3,7 +3,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::{Change, ChangeKind, Filter, ObjectKey, Preconditions, State, Store, not_found};
+use super::{Filter, Preconditions, Store, not_found};
+use crate::collection::{Change, ChangeKind, ObjectKey, State};
 use crate::identity::{generated_name_suffix, new_uid, now};
 use crate::kinds::StoredKind;
 use crate::status::{ApiError, FieldError, FieldErrorKind};

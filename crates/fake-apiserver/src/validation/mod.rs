@@ -9,7 +9,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::kinds::AdmissionPolicy;
+use crate::admission::AdmissionPolicy;
 use crate::status::{FieldError, FieldErrorKind};
 pub(crate) use names::dns_subdomain_problem;
 use names::{

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tempfile::TempDir;
-use wdp_host::{Host, HostOptions, Metrics};
+use wdp_host::{Host, HostOptions};
 use wdp_kubelet_sim::SimKubelet;
+use wdp_resource::Metrics;
 
 /// Generous bound for events that normally take milliseconds.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -78,7 +79,7 @@ impl World {
             device_plugin_dir: self.plugins(),
             host_root: self.root(),
             cdi_dir: self.tmp.path().join("cdi"),
-            registration: wdp_host::RegistrationMode::Kubelet,
+            registration: wdp_kubelet_socket::RegistrationMode::Kubelet,
             plugins_registry_dir: self.tmp.path().join("plugins_registry"),
             plugins_dir: self.tmp.path().join("plugins"),
             state_dir: self.tmp.path().join("state"),

@@ -12,7 +12,7 @@ use tonic::Request;
 use tonic::transport::Channel;
 use wdp_kubelet_api::dra::{v1, v1beta1};
 
-use crate::{SimError, rpc_error};
+use crate::error::SimError;
 
 const PREPARE: &str = "NodePrepareResources";
 const UNPREPARE: &str = "NodeUnprepareResources";
@@ -101,7 +101,7 @@ async fn with_deadline<T>(
         // tonic ends a call whose grpc-timeout passed with `Cancelled`;
         // either way the deadline is what ended it.
         Ok(Err(_)) if started.elapsed() >= limit => Err(timed_out()),
-        Ok(Err(status)) => Err(rpc_error(rpc, status)),
+        Ok(Err(status)) => Err(SimError::rpc(rpc, status)),
         Ok(Ok(response)) => Ok(response.into_inner()),
     }
 }

@@ -1,0 +1,177 @@
+//! The `DevicePlugin` gRPC service of one resource: thin translation between
+//! the wire messages and [`Resource`], with per-RPC metrics and logs.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::Stream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+use wdp_kubelet_api::v1beta1::{
+    AllocateRequest, AllocateResponse, ContainerPreferredAllocationResponse, DevicePluginOptions,
+    Empty, ListAndWatchResponse, PreStartContainerRequest, PreStartContainerResponse,
+    PreferredAllocationRequest, PreferredAllocationResponse, device_plugin_server::DevicePlugin,
+};
+
+use wdp_resource::Resource;
+use wdp_resource::guest_call::blamed_guest;
+use wdp_resource::metrics::ResourceLabel;
+
+/// Serves one resource until `stop` is cancelled; `ListAndWatch` streams
+/// end when it is, so the server's graceful shutdown completes.
+#[derive(Clone)]
+pub struct DevicePluginService {
+    resource: Arc<Resource>,
+    stop: CancellationToken,
+}
+
+impl DevicePluginService {
+    /// The service of `resource`, ending its streams when `stop` fires.
+    pub fn new(resource: Arc<Resource>, stop: CancellationToken) -> Self {
+        Self { resource, stop }
+    }
+
+    fn finish<T>(
+        &self,
+        rpc: &str,
+        started: Instant,
+        result: Result<T, Status>,
+    ) -> Result<T, Status> {
+        let code = match &result {
+            Ok(_) => tonic::Code::Ok,
+            Err(status) => {
+                match blamed_guest(status) {
+                    Some((guest, hook)) => {
+                        tracing::warn!(resource = %self.resource.name(), guest, hook, rpc, code = ?status.code(), message = status.message(), "RPC refused");
+                    }
+                    None => {
+                        tracing::warn!(resource = %self.resource.name(), rpc, code = ?status.code(), message = status.message(), "RPC refused");
+                    }
+                }
+                status.code()
+            }
+        };
+        self.resource
+            .metrics()
+            .observe_rpc(self.resource.name(), rpc, code, started.elapsed());
+        result
+    }
+}
+
+type ListStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl DevicePlugin for DevicePluginService {
+    async fn get_device_plugin_options(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<DevicePluginOptions>, Status> {
+        Ok(Response::new(self.resource.spec().options()))
+    }
+
+    type ListAndWatchStream = ListStream;
+
+    async fn list_and_watch(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<Self::ListAndWatchStream>, Status> {
+        let mut updates = self.resource.subscribe();
+        let stop = self.stop.clone();
+        let metrics = self.resource.metrics().clone();
+        let label = ResourceLabel {
+            resource: self.resource.name().to_owned(),
+        };
+        tracing::debug!(resource = %label.resource, "ListAndWatch opened");
+        // The first message is the full list, sent before the task starts.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let first = updates.borrow_and_update().to_list();
+        tokio::spawn(async move {
+            let gauge = metrics.watchers.get_or_create(&label).clone();
+            gauge.inc();
+            if tx.send(Ok(first)).await.is_ok() {
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tx.closed() => break,
+                        changed = updates.changed() => {
+                            if changed.is_err() {
+                                break;
+                            }
+                            let list = updates.borrow_and_update().to_list();
+                            if tx.send(Ok(list)).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            gauge.dec();
+            tracing::debug!(resource = %label.resource, "ListAndWatch closed");
+        });
+        let stream: ListStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
+        Ok(Response::new(stream))
+    }
+
+    async fn get_preferred_allocation(
+        &self,
+        request: Request<PreferredAllocationRequest>,
+    ) -> Result<Response<PreferredAllocationResponse>, Status> {
+        let started = Instant::now();
+        let result = async {
+            let request = request.into_inner();
+            let mut container_responses = Vec::with_capacity(request.container_requests.len());
+            for c in &request.container_requests {
+                let ids = self
+                    .resource
+                    .preferred(
+                        &c.available_device_i_ds,
+                        &c.must_include_device_i_ds,
+                        c.allocation_size,
+                    )
+                    .await?;
+                container_responses.push(ContainerPreferredAllocationResponse { device_i_ds: ids });
+            }
+            Ok(PreferredAllocationResponse {
+                container_responses,
+            })
+        }
+        .await;
+        self.finish("GetPreferredAllocation", started, result)
+            .map(Response::new)
+    }
+
+    async fn allocate(
+        &self,
+        request: Request<AllocateRequest>,
+    ) -> Result<Response<AllocateResponse>, Status> {
+        let started = Instant::now();
+        let result = async {
+            let request = request.into_inner();
+            if request.container_requests.is_empty() {
+                return Err(Status::invalid_argument("Allocate without container requests"));
+            }
+            let mut container_responses = Vec::with_capacity(request.container_requests.len());
+            for c in &request.container_requests {
+                container_responses.push(self.resource.allocate(&c.devices_ids).await?);
+            }
+            tracing::debug!(resource = %self.resource.name(), devices = ?request.container_requests.iter().map(|c| &c.devices_ids).collect::<Vec<_>>(), "allocated");
+            Ok(AllocateResponse {
+                container_responses,
+            })
+        }
+        .await;
+        self.finish("Allocate", started, result).map(Response::new)
+    }
+
+    async fn pre_start_container(
+        &self,
+        request: Request<PreStartContainerRequest>,
+    ) -> Result<Response<PreStartContainerResponse>, Status> {
+        let started = Instant::now();
+        let request = request.into_inner();
+        let result = self.resource.pre_start(&request.devices_ids).await;
+        self.finish("PreStartContainer", started, result)
+            .map(|()| Response::new(PreStartContainerResponse {}))
+    }
+}

@@ -1,0 +1,123 @@
+//! The CDI spec of one prepared DRA claim: one file per claim in the CDI
+//! folder, `wdp-<vendor>-<class>_<claim-uid>.json`, kind = the resource
+//! name. Each prepared device is a CDI device named
+//! `<claim-uid>-<DRA device name>` (so names are never reused across
+//! claims) carrying its own device nodes; what the `allocate` answer adds
+//! beyond those (other nodes, environment, mounts), the companions and
+//! `[cdi-edits]` go in the spec-wide edits, which the runtime applies to a
+//! container with any of the claim's devices.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
+
+use wdp_resource::cdi::{self, CdiMount, CdiNode, ContainerEdits, Spec};
+use wdp_resource::config::ResourceConfig;
+use wdp_resource::device_set::AdvertisedDevice;
+
+/// The spec file of claim `uid` of `resource` in `dir`.
+pub fn spec_file(dir: &Path, resource: &str, uid: &str) -> PathBuf {
+    dir.join(format!("wdp-{}_{uid}.json", resource.replace('/', "-")))
+}
+
+/// The CDI device name of DRA device `device_name` prepared for claim `uid`.
+pub fn cdi_device_name(uid: &str, device_name: &str) -> String {
+    format!("{uid}-{device_name}")
+}
+
+/// The claim's spec: `devices` are the prepared devices with their DRA
+/// names, `companions` the resource's companion nodes, `answer` what
+/// `allocate` (guest or built-in) answered for them.
+pub fn claim_spec(
+    config: &ResourceConfig,
+    uid: &str,
+    devices: &[(&AdvertisedDevice, String)],
+    companions: &[wdp_policy::types::DeviceNode],
+    answer: &ContainerAllocateResponse,
+) -> Spec {
+    let mut placed: BTreeSet<String> = BTreeSet::new();
+    let cdi_devices = devices
+        .iter()
+        .map(|(device, name)| {
+            let mut edits = ContainerEdits {
+                device_nodes: device
+                    .device
+                    .nodes
+                    .iter()
+                    .filter(|n| placed.insert(n.path.clone()))
+                    .map(|n| cdi::cdi_node(n, &config.permissions))
+                    .collect(),
+                ..ContainerEdits::default()
+            };
+            // A CDI device needs some edit: a device without nodes of its
+            // own (all shared, or none) names itself in the environment.
+            if edits.device_nodes.is_empty() {
+                edits
+                    .env
+                    .push(format!("WDP_DRA_DEVICE_{}={}", env_key(name), device.id()));
+            }
+            cdi::Device {
+                name: cdi_device_name(uid, name),
+                container_edits: edits,
+            }
+        })
+        .collect();
+    let mut common = cdi::edits(&config.cdi_edits, companions, &config.permissions);
+    common
+        .device_nodes
+        .retain(|n| placed.insert(n.path.clone()));
+    for spec in &answer.devices {
+        if placed.insert(spec.container_path.clone()) {
+            common.device_nodes.push(CdiNode {
+                path: spec.container_path.clone(),
+                host_path: (spec.host_path != spec.container_path).then(|| spec.host_path.clone()),
+                node_type: None,
+                major: None,
+                minor: None,
+                permissions: spec.permissions.clone(),
+            });
+        }
+    }
+    let envs: std::collections::BTreeMap<_, _> = answer.envs.iter().collect();
+    common
+        .env
+        .extend(envs.iter().map(|(key, value)| format!("{key}={value}")));
+    common.mounts.extend(answer.mounts.iter().map(|m| CdiMount {
+        host_path: m.host_path.clone(),
+        container_path: m.container_path.clone(),
+        options: if m.read_only {
+            vec!["ro".to_owned(), "bind".to_owned()]
+        } else {
+            vec!["bind".to_owned()]
+        },
+    }));
+    let mut spec = Spec {
+        cdi_version: "",
+        kind: config.resource.clone(),
+        devices: cdi_devices,
+        container_edits: common,
+    };
+    spec.cdi_version = cdi::minimum_version(&spec);
+    spec
+}
+
+fn env_key(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Removes `file` if it is there.
+pub fn remove_spec(file: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(file) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,299 @@
+//! A resource's device set as the DRA devices its ResourceSlices carry.
+//!
+//! Every advertised device ID (replica IDs included) becomes one
+//! [`DraDevice`] named by `wdp_dra_client::naming::device_name` (a DNS
+//! label, reversible with `naming::device_id`). Its attributes:
+//!
+//! - each of the device's string attributes, the key made a DRA
+//!   identifier by [`attribute_id`] (characters outside `[A-Za-z0-9_]`
+//!   become `_`, lower-case, a leading digit gets a `_` in front, at most
+//!   [`MAX_ATTRIBUTE_ID`] characters) and qualified with the driver's
+//!   domain (`<driver>/<id>`); the value typed by [`attribute_value`]
+//!   (`true`/`false` → bool, a decimal `i64` → int, a semantic version →
+//!   version, anything else a string of at most [`MAX_ATTRIBUTE_VALUE`]
+//!   characters; longer values are dropped and reported);
+//! - [`NUMA_NODE_ATTRIBUTE`] as an int when the device has exactly one NUMA
+//!   node.
+//!
+//! At most [`MAX_ATTRIBUTES`] attributes fit a device (the API server's
+//! limit); the NUMA node comes first, then the device's attributes in their
+//! order, the rest reported as dropped. When two keys map to the same
+//! identifier the first wins and the second is reported.
+//!
+//! Health becomes a taint: an unhealthy device carries key
+//! `<driver>/unhealthy` ([`unhealthy_taint_key`]), the reason made a label
+//! value by [`taint_value`] as its value, effect `NoSchedule`; a healthy
+//! device carries none, so recovery removes the taint.
+//!
+//! The functions are pure: problems come back as [`DeviceProblem`]s for
+//! the caller to log (once per change, not once per publish).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use wdp_dra_client::naming;
+use wdp_dra_client::{AttributeValue, DeviceTaint, DraDevice, TaintEffect};
+
+use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
+
+/// The attribute holding the device's NUMA node (when it has exactly one).
+pub const NUMA_NODE_ATTRIBUTE: &str = "resource.kubernetes.io/numaNode";
+/// The name part of the health taint key: `<driver>/unhealthy`.
+pub const UNHEALTHY_TAINT_NAME: &str = "unhealthy";
+/// The longest attribute identifier (the part after `<driver>/`).
+pub const MAX_ATTRIBUTE_ID: usize = 32;
+/// The longest string or version attribute value.
+pub const MAX_ATTRIBUTE_VALUE: usize = 64;
+/// The most attributes (and capacities) one device may carry.
+pub const MAX_ATTRIBUTES: usize = 32;
+/// The longest label value, and so the longest taint value.
+pub const MAX_TAINT_VALUE: usize = 63;
+/// The taint value of an unhealthy device whose reason is empty or has no
+/// usable character.
+pub const NO_REASON_TAINT_VALUE: &str = "no-reason-given";
+
+/// Something of a device that could not be published as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeviceProblem {
+    /// The device ID has no DRA device name; the device is left out.
+    Unnamed {
+        /// The device ID.
+        id: String,
+        /// Why (from `naming::device_name`).
+        reason: String,
+    },
+    /// An attribute was left out of the device.
+    AttributeDropped {
+        /// The device ID.
+        id: String,
+        /// The attribute's key as the guest or hardware named it.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl fmt::Display for DeviceProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unnamed { id, reason } => {
+                write!(f, "device {id:?} is not published: {reason}")
+            }
+            Self::AttributeDropped { id, key, reason } => {
+                write!(
+                    f,
+                    "attribute {key:?} of device {id:?} is not published: {reason}"
+                )
+            }
+        }
+    }
+}
+
+/// The DRA devices of a device set, with what could not be published.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DraDeviceList {
+    /// One device per advertised ID that has a DRA name, in ID order.
+    pub devices: Vec<DraDevice>,
+    /// What was left out, and why.
+    pub problems: Vec<DeviceProblem>,
+}
+
+/// The DRA devices of `set` for `driver` (see the module docs).
+pub fn dra_devices(driver: &str, set: &DeviceSet) -> DraDeviceList {
+    let mut list = DraDeviceList::default();
+    for device in set.devices() {
+        if let Some(dra) = dra_device(driver, device, &mut list.problems) {
+            list.devices.push(dra);
+        }
+    }
+    list
+}
+
+/// One advertised device as a DRA device; `None` (with a problem pushed)
+/// when its ID has no DRA name.
+pub fn dra_device(
+    driver: &str,
+    device: &AdvertisedDevice,
+    problems: &mut Vec<DeviceProblem>,
+) -> Option<DraDevice> {
+    let id = device.id();
+    let name = match naming::device_name(id) {
+        Ok(name) => name,
+        Err(error) => {
+            problems.push(DeviceProblem::Unnamed {
+                id: id.to_owned(),
+                reason: error.to_string(),
+            });
+            return None;
+        }
+    };
+    let mut dra = DraDevice::new(name);
+    dra.attributes = device_attributes(driver, device, problems);
+    if !device.healthy {
+        dra.taints.push(unhealthy_taint(driver, &device.reason));
+    }
+    Some(dra)
+}
+
+/// The DRA attributes of one device (see the module docs).
+pub fn device_attributes(
+    driver: &str,
+    device: &AdvertisedDevice,
+    problems: &mut Vec<DeviceProblem>,
+) -> BTreeMap<String, AttributeValue> {
+    let id = device.id();
+    let mut drop = |key: &str, reason: String| {
+        problems.push(DeviceProblem::AttributeDropped {
+            id: id.to_owned(),
+            key: key.to_owned(),
+            reason,
+        });
+    };
+    let mut attributes = BTreeMap::new();
+    if let [numa] = device.device.numa_nodes.as_slice() {
+        attributes.insert(NUMA_NODE_ATTRIBUTE.to_owned(), AttributeValue::Int(*numa));
+    }
+    // Which original key each identifier came from, to name collisions.
+    let mut origin: BTreeMap<String, &str> = BTreeMap::new();
+    for (key, value) in &device.device.attributes {
+        let Some(identifier) = attribute_id(key) else {
+            drop(key, "the key has no letter, digit or underscore".to_owned());
+            continue;
+        };
+        if let Some(first) = origin.get(&identifier) {
+            drop(
+                key,
+                format!("its identifier {identifier:?} is already taken by {first:?}"),
+            );
+            continue;
+        }
+        let value = match attribute_value(value) {
+            Ok(value) => value,
+            Err(reason) => {
+                drop(key, reason);
+                continue;
+            }
+        };
+        if attributes.len() >= MAX_ATTRIBUTES {
+            drop(
+                key,
+                format!("a device carries at most {MAX_ATTRIBUTES} attributes"),
+            );
+            continue;
+        }
+        origin.insert(identifier.clone(), key);
+        attributes.insert(format!("{driver}/{identifier}"), value);
+    }
+    attributes
+}
+
+/// A device attribute key as a DRA attribute identifier (a C identifier
+/// of at most [`MAX_ATTRIBUTE_ID`] characters): characters outside
+/// `[A-Za-z0-9_]` become `_`, letters are lower-cased, a leading digit gets
+/// a `_` in front. `pci.vendor` → `pci_vendor`, `0x.Foo` → `_0x_foo`.
+/// `None` when nothing of the key is usable (it is empty or only
+/// separators).
+pub fn attribute_id(key: &str) -> Option<String> {
+    if !key.chars().any(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let mut id: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if id.starts_with(|c: char| c.is_ascii_digit()) {
+        id.insert(0, '_');
+    }
+    id.truncate(MAX_ATTRIBUTE_ID);
+    Some(id)
+}
+
+/// A device attribute's string value as a typed DRA value: `true` /
+/// `false` → bool; a decimal `i64` → int; a semantic version
+/// (semver.org 2.0.0, no leading `v`) of at most [`MAX_ATTRIBUTE_VALUE`]
+/// characters → version; anything else → string. A string longer than
+/// [`MAX_ATTRIBUTE_VALUE`] characters is refused with the reason.
+pub fn attribute_value(value: &str) -> Result<AttributeValue, String> {
+    match value {
+        "true" => return Ok(AttributeValue::Bool(true)),
+        "false" => return Ok(AttributeValue::Bool(false)),
+        _ => {}
+    }
+    if is_decimal(value)
+        && let Ok(number) = value.parse::<i64>()
+    {
+        return Ok(AttributeValue::Int(number));
+    }
+    let length = value.chars().count();
+    if length <= MAX_ATTRIBUTE_VALUE && semver::Version::parse(value).is_ok() {
+        return Ok(AttributeValue::Version(value.to_owned()));
+    }
+    if length > MAX_ATTRIBUTE_VALUE {
+        return Err(format!(
+            "its value is {length} characters long, more than the {MAX_ATTRIBUTE_VALUE} a DRA string attribute may hold"
+        ));
+    }
+    Ok(AttributeValue::String(value.to_owned()))
+}
+
+/// Whether `value` is written as a plain decimal number: an optional `-`
+/// and digits (so `+5`, `0x10` and ` 7` stay strings).
+fn is_decimal(value: &str) -> bool {
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The key of the taint an unhealthy device carries: `<driver>/unhealthy`.
+pub fn unhealthy_taint_key(driver: &str) -> String {
+    format!("{driver}/{UNHEALTHY_TAINT_NAME}")
+}
+
+/// The taint of an unhealthy device with this health reason.
+pub fn unhealthy_taint(driver: &str, reason: &str) -> DeviceTaint {
+    DeviceTaint {
+        key: unhealthy_taint_key(driver),
+        value: taint_value(reason),
+        effect: TaintEffect::NoSchedule,
+    }
+}
+
+/// A health reason as a label value: runs of characters outside
+/// `[A-Za-z0-9_.-]` become one `-`, at most [`MAX_TAINT_VALUE`]
+/// characters, starting and ending with a letter or digit;
+/// [`NO_REASON_TAINT_VALUE`] when nothing usable is left.
+/// `"GPU fell off the bus (Xid 79)"` → `GPU-fell-off-the-bus-Xid-79`.
+pub fn taint_value(reason: &str) -> String {
+    let mut slug = String::with_capacity(reason.len().min(MAX_TAINT_VALUE));
+    let mut pending_dash = false;
+    for c in reason.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            if pending_dash && !slug.is_empty() {
+                slug.push('-');
+            }
+            pending_dash = false;
+            slug.push(c);
+        } else {
+            pending_dash = true;
+        }
+        if slug.len() >= MAX_TAINT_VALUE {
+            break;
+        }
+    }
+    slug.truncate(MAX_TAINT_VALUE);
+    let trimmed = slug.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    if trimmed.is_empty() {
+        NO_REASON_TAINT_VALUE.to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+#[cfg(test)]
+#[path = "devices_tests.rs"]
+mod tests;

@@ -1,0 +1,65 @@
+//! The DRA side's connection to the Kubernetes API server, through
+//! `wdp-dra-client`: made once, when the first DRA resource is served (a
+//! host with only device-plugin resources never talks to the API server),
+//! from `--kubeconfig` or the in-cluster configuration. It reads claims
+//! and starts one ResourceSlice publisher per driver.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use wdp_dra_client::{PoolTarget, PublisherHandle, SlicePublisher};
+
+use crate::error::DraError;
+use crate::service::ClaimReader;
+
+/// Starts the slice publisher of one pool.
+pub type PublisherSpawner =
+    Arc<dyn Fn(PoolTarget, &CancellationToken) -> PublisherHandle + Send + Sync>;
+
+/// What DRA drivers need of the API server.
+#[derive(Clone)]
+pub struct DraApi {
+    /// Reads ResourceClaims.
+    pub read_claim: ClaimReader,
+    /// Starts ResourceSlice publishers.
+    pub spawn_publisher: PublisherSpawner,
+}
+
+impl std::fmt::Debug for DraApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DraApi").finish_non_exhaustive()
+    }
+}
+
+/// Connects to the API server `kubeconfig` names, or the in-cluster one
+/// when `None` (no request is made yet: an unreachable server shows in the
+/// publishers' status, never here). `file` is the DRA resource that needs
+/// it, for the error.
+pub async fn connect(
+    kubeconfig: Option<&std::path::Path>,
+    file: &std::path::Path,
+) -> Result<DraApi, DraError> {
+    let client =
+        wdp_dra_client::client(kubeconfig)
+            .await
+            .map_err(|source| DraError::NoApiClient {
+                file: file.to_owned(),
+                source,
+            })?;
+    let for_claims = client.clone();
+    let read_claim: ClaimReader = Arc::new(move |claim| {
+        let client = for_claims.clone();
+        Box::pin(async move {
+            wdp_dra_client::get_claim(&client, &claim.namespace, &claim.name)
+                .await
+                .map_err(|error| error.to_string())
+        })
+    });
+    let spawn_publisher: PublisherSpawner = Arc::new(move |target, shutdown| {
+        SlicePublisher::spawn(client.clone(), target, shutdown.clone())
+    });
+    Ok(DraApi {
+        read_claim,
+        spawn_publisher,
+    })
+}

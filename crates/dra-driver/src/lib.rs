@@ -1,0 +1,41 @@
+//! The DRA driver: a resource whose config says `api = "dra"` served as a
+//! Dynamic Resource Allocation kubelet plugin instead of through the
+//! device-plugin API, driven by the same guests and the same
+//! [`wdp_resource::Resource`] swap point.
+//!
+//! Map, one job per module: [`devices`] turns a device set into the DRA
+//! devices (names, attributes, health taints) a ResourceSlice carries;
+//! [`publish`] keeps the driver's slices following the device set;
+//! [`health`] serves the kubelet's `DRAResourceHealth` stream;
+//! [`checkpoint`] is the on-disk record of prepared claims; [`prepare`]
+//! holds the per-claim prepare and unprepare decisions and [`claim_cdi`]
+//! the CDI spec of one claim; [`service`] is the `DRAPlugin` gRPC side (v1
+//! and v1beta1); [`kube_api`] connects to the API server; [`driver`] runs
+//! one driver (sockets, registration, slice publishing, health stream);
+//! [`report`] is what `check` prints of a DRA resource.
+//!
+//! It does not parse the configuration, load guests or read hardware
+//! (`wdp-resource` does), nor decide when a driver starts, stops or is
+//! withdrawn (the host does). Its Kubernetes API calls go through
+//! `wdp-dra-client`.
+
+#![warn(missing_docs)]
+
+pub mod checkpoint;
+pub mod claim_cdi;
+pub mod devices;
+pub mod driver;
+pub mod error;
+pub mod health;
+pub mod kube_api;
+pub mod prepare;
+pub mod publish;
+pub mod report;
+pub mod service;
+
+pub use driver::{DraDriver, DriverPaths};
+pub use error::DraError;
+pub use kube_api::DraApi;
+pub use report::DraReport;
+/// What [`DraDriver::publish_status`] reports, from the slice publisher.
+pub use wdp_dra_client::PublishStatus;

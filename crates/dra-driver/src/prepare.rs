@@ -1,0 +1,356 @@
+//! The per-claim decisions of a DRA driver: `NodePrepareResources` and
+//! `NodeUnprepareResources` for one claim, each answered on its own so a
+//! bad claim never fails the others of the call.
+//!
+//! Prepare: a claim already in the checkpoint gets the recorded answer
+//! (no guest runs again). Otherwise the claim read from the API server
+//! must exist, carry the UID the kubelet named, not be being deleted and
+//! be allocated; its results for this driver name devices of this node's
+//! pool, each mapped back to a healthy device of the resource's current
+//! set and not held by another claim (unless either has admin access; the
+//! replicas of a shared device are devices of their own). Then the
+//! `pre-start` guest (or the built-in node check) and the `allocate` guest
+//! (or the built-in) run through the resource's usual call path, the
+//! answer becomes the claim's CDI spec, and the checkpoint records it all
+//! before the kubelet is answered.
+//!
+//! Unprepare removes the claim's CDI spec and its checkpoint entry; a claim
+//! the checkpoint does not know is already unprepared.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
+use tokio::sync::Mutex;
+
+use crate::checkpoint::{Checkpoint, PreparedClaim, PreparedDevice};
+use crate::claim_cdi;
+use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
+use wdp_resource::resource::Resource;
+
+/// A claim as the kubelet names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: String,
+}
+
+impl std::fmt::Display for ClaimRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} (uid {})", self.namespace, self.name, self.uid)
+    }
+}
+
+/// What the guests see of `object` through the `claim` import: the
+/// requests of this driver's results, and the parameters of every opaque
+/// configuration for this driver that applies to one of them (a
+/// configuration naming no requests applies to all), in allocation order.
+pub fn claim_info(
+    claim: &ClaimRef,
+    driver: &str,
+    object: &ResourceClaim,
+    results: &[DeviceRequestAllocationResult],
+) -> wdp_policy::ClaimInfo {
+    let mut requests: Vec<String> = Vec::new();
+    for result in results {
+        if !requests.contains(&result.request) {
+            requests.push(result.request.clone());
+        }
+    }
+    let configs = object
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.config.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|config| {
+            config
+                .requests
+                .as_ref()
+                .is_none_or(|named| named.is_empty() || named.iter().any(|r| requests.contains(r)))
+        })
+        .filter_map(|config| config.opaque.as_ref())
+        .filter(|opaque| opaque.driver == driver)
+        .map(|opaque| serde_json::to_string(&opaque.parameters.0).unwrap_or_default())
+        .collect();
+    wdp_policy::ClaimInfo {
+        namespace: claim.namespace.clone(),
+        name: claim.name.clone(),
+        uid: claim.uid.clone(),
+        requests,
+        configs,
+    }
+}
+
+/// Prepares and unprepares the claims of one DRA driver, serving one
+/// resource.
+#[derive(Debug)]
+pub struct ClaimPreparer {
+    driver: String,
+    pool: String,
+    resource: Arc<Resource>,
+    cdi_dir: PathBuf,
+    checkpoint: Mutex<Checkpoint>,
+}
+
+impl ClaimPreparer {
+    /// A preparer for `driver` publishing pool `pool`, serving `resource`,
+    /// writing CDI specs into `cdi_dir`, recording in `checkpoint`.
+    pub fn new(
+        driver: &str,
+        pool: &str,
+        resource: Arc<Resource>,
+        cdi_dir: PathBuf,
+        checkpoint: Checkpoint,
+    ) -> Self {
+        Self {
+            driver: driver.to_owned(),
+            pool: pool.to_owned(),
+            resource,
+            cdi_dir,
+            checkpoint: Mutex::new(checkpoint),
+        }
+    }
+
+    /// The driver's name.
+    pub fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    /// The resource served.
+    pub fn resource(&self) -> &Arc<Resource> {
+        &self.resource
+    }
+
+    /// The answer recorded for `uid`, if it was prepared.
+    pub async fn prepared(&self, uid: &str) -> Option<Vec<PreparedDevice>> {
+        let checkpoint = self.checkpoint.lock().await;
+        checkpoint.get(uid).map(|c| c.devices.clone())
+    }
+
+    /// The UIDs of every prepared claim.
+    pub async fn prepared_claims(&self) -> Vec<String> {
+        let checkpoint = self.checkpoint.lock().await;
+        checkpoint.claims().keys().cloned().collect()
+    }
+
+    /// Prepares `claim`, read from the API server as `read` (`Ok(None)`:
+    /// not found). The error names the claim and why.
+    pub async fn prepare(
+        &self,
+        claim: &ClaimRef,
+        read: Result<Option<ResourceClaim>, String>,
+    ) -> Result<Vec<PreparedDevice>, String> {
+        if let Some(done) = self.prepared(&claim.uid).await {
+            return Ok(done);
+        }
+        let object = read
+            .map_err(|e| format!("claim {claim}: cannot read it from the API server: {e}"))?
+            .ok_or_else(|| format!("claim {claim}: not found in the API server"))?;
+        let results = self.results_for_us(claim, &object)?;
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut checkpoint = self.checkpoint.lock().await;
+        // Another call may have prepared it while the claim was read.
+        if let Some(done) = checkpoint.get(&claim.uid) {
+            return Ok(done.devices.clone());
+        }
+        let set = self.resource.devices();
+        let picked = self.pick_devices(claim, &results, &set, &checkpoint)?;
+        let mut ids: Vec<String> = Vec::new();
+        for (device, _, _) in &picked {
+            if !ids.iter().any(|id| id == device.id()) {
+                ids.push(device.id().to_owned());
+            }
+        }
+        let info = Arc::new(claim_info(claim, &self.driver, &object, &results));
+        let (pre_start, answer) = wdp_resource::guest_call::with_claim(info, async {
+            let pre_start = self.resource.pre_start(&ids).await;
+            let answer = match &pre_start {
+                Ok(()) => Some(self.resource.allocate(&ids).await),
+                Err(_) => None,
+            };
+            (pre_start, answer)
+        })
+        .await;
+        pre_start.map_err(|status| format!("claim {claim}: {}", status.message()))?;
+        let answer = answer
+            .unwrap_or_else(|| Err(tonic::Status::internal("allocate did not run")))
+            .map_err(|status| format!("claim {claim}: allocate: {}", status.message()))?;
+        let spec = self.resource.spec();
+        let mut named: Vec<(&AdvertisedDevice, String)> = Vec::new();
+        for (device, name, _) in &picked {
+            if !named.iter().any(|(_, n)| n == name) {
+                named.push((device, name.clone()));
+            }
+        }
+        let cdi_spec =
+            claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);
+        let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
+        wdp_resource::cdi::write_file(&file, &cdi_spec).map_err(|e| {
+            format!(
+                "claim {claim}: cannot write the CDI spec {}: {e}",
+                file.display()
+            )
+        })?;
+        // CDI devices the allocate answer names itself go with the first
+        // device.
+        let mut extra: Vec<String> = answer.cdi_devices.iter().map(|d| d.name.clone()).collect();
+        let devices: Vec<PreparedDevice> = picked
+            .iter()
+            .map(|(device, name, result)| {
+                let mut cdi_device_ids = vec![format!(
+                    "{}={}",
+                    spec.config.resource,
+                    claim_cdi::cdi_device_name(&claim.uid, name)
+                )];
+                cdi_device_ids.append(&mut extra);
+                PreparedDevice {
+                    request_names: vec![result.request.clone()],
+                    pool_name: result.pool.clone(),
+                    device_name: result.device.clone(),
+                    device_id: device.id().to_owned(),
+                    cdi_device_ids,
+                    share_id: result.share_id.clone(),
+                    admin_access: result.admin_access == Some(true),
+                }
+            })
+            .collect();
+        let record = PreparedClaim {
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            devices: devices.clone(),
+            cdi_spec: Some(file.clone()),
+        };
+        if let Err(error) = checkpoint.insert(&claim.uid, record) {
+            let _ = claim_cdi::remove_spec(&file);
+            return Err(format!("claim {claim}: {error}"));
+        }
+        tracing::info!(driver = %self.driver, %claim, devices = ?ids, cdi_spec = %file.display(), "claim prepared");
+        Ok(devices)
+    }
+
+    /// The allocation results of `object` for this driver, after checking
+    /// the claim is the one named, alive and allocated.
+    fn results_for_us(
+        &self,
+        claim: &ClaimRef,
+        object: &ResourceClaim,
+    ) -> Result<Vec<DeviceRequestAllocationResult>, String> {
+        let uid = object.metadata.uid.as_deref().unwrap_or_default();
+        if uid != claim.uid {
+            return Err(format!(
+                "claim {claim}: the API server's claim of that name has UID {uid:?}; the claim was deleted and re-created"
+            ));
+        }
+        if object.metadata.deletion_timestamp.is_some() {
+            return Err(format!("claim {claim}: it is being deleted"));
+        }
+        let Some(allocation) = object.status.as_ref().and_then(|s| s.allocation.as_ref()) else {
+            return Err(format!("claim {claim}: it is not allocated"));
+        };
+        Ok(allocation
+            .devices
+            .iter()
+            .flat_map(|d| d.results.iter().flatten())
+            .filter(|r| r.driver == self.driver)
+            .cloned()
+            .collect())
+    }
+
+    /// Maps each result to a device of `set`: this node's pool, a known and
+    /// healthy device, not held by another claim.
+    fn pick_devices<'a>(
+        &self,
+        claim: &ClaimRef,
+        results: &'a [DeviceRequestAllocationResult],
+        set: &'a DeviceSet,
+        checkpoint: &Checkpoint,
+    ) -> Result<
+        Vec<(
+            &'a AdvertisedDevice,
+            String,
+            &'a DeviceRequestAllocationResult,
+        )>,
+        String,
+    > {
+        let mut seen = BTreeSet::new();
+        results
+            .iter()
+            .map(|result| {
+                if result.pool != self.pool {
+                    return Err(format!(
+                        "claim {claim}: request {:?} was allocated device {:?} of pool {:?}, but this node publishes pool {:?}",
+                        result.request, result.device, result.pool, self.pool
+                    ));
+                }
+                let device = wdp_dra_client::naming::device_id(&result.device)
+                    .ok()
+                    .and_then(|id| set.get(&id))
+                    .ok_or_else(|| {
+                        format!(
+                            "claim {claim}: device {:?} (request {:?}) is not among the devices of {} on this node",
+                            result.device,
+                            result.request,
+                            self.resource.name()
+                        )
+                    })?;
+                if !device.healthy {
+                    return Err(format!(
+                        "claim {claim}: device {:?} (ID {:?}) is unhealthy: {}",
+                        result.device,
+                        device.id(),
+                        device.reason
+                    ));
+                }
+                let admin = result.admin_access == Some(true);
+                if !admin {
+                    if let Some(holder) = checkpoint.holder_of(device.id(), &claim.uid) {
+                        return Err(format!(
+                            "claim {claim}: device {:?} (ID {:?}) is already prepared for claim {holder}",
+                            result.device,
+                            device.id()
+                        ));
+                    }
+                    if !seen.insert(device.id()) {
+                        return Err(format!(
+                            "claim {claim}: device {:?} is allocated twice in the claim",
+                            result.device
+                        ));
+                    }
+                }
+                Ok((device, result.device.clone(), result))
+            })
+            .collect()
+    }
+
+    /// Unprepares claim `uid`: its CDI spec and checkpoint entry go. An
+    /// unknown claim is already unprepared.
+    pub async fn unprepare(&self, claim: &ClaimRef) -> Result<(), String> {
+        let mut checkpoint = self.checkpoint.lock().await;
+        let Some(record) = checkpoint.get(&claim.uid).cloned() else {
+            return Ok(());
+        };
+        if let Some(file) = &record.cdi_spec {
+            claim_cdi::remove_spec(file).map_err(|e| {
+                format!(
+                    "claim {claim}: cannot remove the CDI spec {}: {e}",
+                    file.display()
+                )
+            })?;
+        }
+        checkpoint
+            .remove(&claim.uid)
+            .map_err(|e| format!("claim {claim}: {e}"))?;
+        tracing::info!(driver = %self.driver, %claim, "claim unprepared");
+        Ok(())
+    }
+}

@@ -1,0 +1,39 @@
+//! Where the host reads and serves: the folders and names `run` is given,
+//! and their defaults.
+
+use std::path::PathBuf;
+
+use wdp_kubelet_socket::RegistrationMode;
+
+/// Where the host reads and serves.
+#[derive(Clone, Debug)]
+pub struct HostOptions {
+    /// The config directory (watched for live reload).
+    pub config_dir: PathBuf,
+    /// The kubelet's device-plugin folder.
+    pub device_plugin_dir: PathBuf,
+    /// Prefix of every hardware read.
+    pub host_root: PathBuf,
+    /// Where CDI specs are written for resources with `cdi` on.
+    pub cdi_dir: PathBuf,
+    /// How resources register: `kubelet.sock` or the plugin watcher.
+    pub registration: RegistrationMode,
+    /// The kubelet's plugins registry folder (the plugin watcher's).
+    pub plugins_registry_dir: PathBuf,
+    /// The kubelet's plugins folder: a DRA driver serves
+    /// `<plugins_dir>/<driver>/dra.sock`.
+    pub plugins_dir: PathBuf,
+    /// The host's own state (DRA checkpoints under `dra/`).
+    pub state_dir: PathBuf,
+    /// The kubeconfig DRA drivers reach the API server with; in-cluster
+    /// configuration when `None`.
+    pub kubeconfig: Option<PathBuf>,
+    /// This node's name: DRA drivers publish their ResourceSlices for it,
+    /// as the pool of the same name. Required when a DRA resource exists.
+    pub node_name: String,
+}
+
+/// The default `plugins_dir`.
+pub const DEFAULT_PLUGINS_DIR: &str = wdp_kubelet_api::dra::PLUGINS_PATH;
+/// The default `state_dir`.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/wasm-device-plugin";

@@ -1,0 +1,22 @@
+//! Serving the kubelet over Unix sockets, for both of its plugin
+//! protocols: the registration socket the kubelet's plugin watcher finds
+//! in its plugins registry folder (`pluginregistration.Registration`, for
+//! device plugins and DRA drivers alike), and the `:authority` fix that
+//! lets the kubelet's connections through tonic at all.
+//!
+//! It knows no resource, device or guest: what a socket announces
+//! ([`plugin_watcher::PluginInfo`]) and what happens when the kubelet
+//! answers (a `watch` flag and a callback) come from the caller. The
+//! device-plugin transport (`wdp-device-plugin`) and the DRA driver
+//! (`wdp-dra-driver`) serve their own gRPC services through it.
+
+#![warn(missing_docs)]
+
+pub mod authority;
+pub mod plugin_watcher;
+
+pub use authority::AuthorityFix;
+pub use plugin_watcher::{
+    DEFAULT_PLUGINS_REGISTRY_DIR, RegistrationMode, RegistrationPath, RegistrationSocket,
+    StatusObserver,
+};

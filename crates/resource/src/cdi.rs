@@ -1,0 +1,329 @@
+//! CDI (Container Device Interface) specs: one JSON file per resource in
+//! the CDI folder (`--cdi-dir`, default `/var/run/cdi`), kind = the resource
+//! name, one CDI device per advertised device ID with its device nodes,
+//! and the resource's companions and `[cdi-edits]` for every container.
+//!
+//! Written atomically (a temporary file in the same folder, then a
+//! rename), rewritten whenever the advertised IDs or their nodes change,
+//! kept on shutdown (containers restarted from the kubelet's checkpoint
+//! still resolve their names) and removed when the resource leaves the
+//! configuration. `cdiVersion` is the lowest version the content needs, by
+//! the rules of the upstream CDI library's `MinimumRequiredVersion`, so
+//! containerd 1.7+ and CRI-O read it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use wdp_policy::types::{DeviceNode, NodeType};
+
+use crate::config::{CdiEdits, ResourceConfig};
+use crate::device_set::DeviceSet;
+
+/// The hook names a CDI spec may use.
+pub const HOOK_NAMES: [&str; 6] = [
+    "prestart",
+    "createRuntime",
+    "createContainer",
+    "startContainer",
+    "poststart",
+    "poststop",
+];
+
+/// A CDI spec, as serialised.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec {
+    /// The spec version the content needs.
+    pub cdi_version: &'static str,
+    /// `vendor/class`: the resource name.
+    pub kind: String,
+    /// One per advertised device ID.
+    pub devices: Vec<Device>,
+    /// What every container of the resource gets.
+    pub container_edits: ContainerEdits,
+}
+
+/// One CDI device.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    /// The advertised device ID.
+    pub name: String,
+    /// Its device nodes.
+    pub container_edits: ContainerEdits,
+}
+
+/// CDI container edits (only what this host fills in).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerEdits {
+    /// `NAME=value` entries.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Device nodes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_nodes: Vec<CdiNode>,
+    /// Bind mounts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<CdiMount>,
+    /// OCI hooks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<CdiHook>,
+}
+
+/// A CDI device node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CdiNode {
+    /// The path in the container (and on the host unless `host_path`).
+    pub path: String,
+    /// The path on the host, when it differs (CDI 0.5.0).
+    #[serde(rename = "hostPath", skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<String>,
+    /// `c` or `b` when known.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub node_type: Option<&'static str>,
+    /// Major number, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub major: Option<u32>,
+    /// Minor number, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minor: Option<u32>,
+    /// Cgroup permissions.
+    pub permissions: String,
+}
+
+/// A CDI mount.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CdiMount {
+    /// Path on the host.
+    pub host_path: String,
+    /// Path in the container.
+    pub container_path: String,
+    /// Mount options.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+/// A CDI hook.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CdiHook {
+    /// When it runs.
+    pub hook_name: String,
+    /// The program.
+    pub path: String,
+    /// Its arguments.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+/// The fully qualified CDI name of device `id` of `kind`.
+pub fn device_name(kind: &str, id: &str) -> String {
+    format!("{kind}={id}")
+}
+
+/// The spec file of `resource` in `dir`: `wdp-<vendor>-<class>.json`.
+pub fn spec_file(dir: &Path, resource: &str) -> PathBuf {
+    dir.join(format!("wdp-{}.json", resource.replace('/', "-")))
+}
+
+fn label_ok(label: &str, extra: &str) -> bool {
+    let bytes = label.as_bytes();
+    !label.is_empty()
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && label
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+}
+
+/// A resource name usable as a CDI kind (`vendor/class`), or why not.
+pub fn check_kind(kind: &str) -> Result<(), String> {
+    let Some((vendor, class)) = kind.split_once('/') else {
+        return Err(format!("`{kind}` is not a CDI kind (vendor/class)"));
+    };
+    // The CDI parser wants a letter first in both parts ("should start
+    // with letter"); a digit there would fail every container at start.
+    for (part, value) in [("vendor", vendor), ("class", class)] {
+        if !value.starts_with(|c: char| c.is_ascii_alphabetic()) || !label_ok(value, "-_.") {
+            return Err(format!(
+                "`{kind}` cannot be a CDI kind: its {part} `{value}` must start with a letter, end with a letter or digit and hold only letters, digits, '-', '_' and '.'"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A device ID usable as a CDI device name, or why not.
+pub fn check_device_name(name: &str) -> Result<(), String> {
+    if label_ok(name, "-_.:") {
+        Ok(())
+    } else {
+        Err(format!(
+            "device ID `{name}` cannot be a CDI device name: it must start and end with a letter or digit and hold only letters, digits, '-', '_', '.' and ':'"
+        ))
+    }
+}
+
+/// A device node as a CDI `deviceNodes` entry: type, major and minor
+/// only where the kernel told them, with the resource's `permissions`.
+pub fn cdi_node(node: &DeviceNode, permissions: &str) -> CdiNode {
+    let known = node.major != 0 || node.minor != 0;
+    let node_type = match node.node_type {
+        NodeType::Char if known => Some("c"),
+        NodeType::Block if known => Some("b"),
+        _ => None,
+    };
+    CdiNode {
+        path: node.path.clone(),
+        host_path: None,
+        node_type,
+        major: node_type.map(|_| node.major),
+        minor: node_type.map(|_| node.minor),
+        permissions: permissions.to_owned(),
+    }
+}
+
+/// The edits every container of a resource receives: its `[cdi-edits]`
+/// and its companion nodes.
+pub fn edits(edits: &CdiEdits, companions: &[DeviceNode], permissions: &str) -> ContainerEdits {
+    ContainerEdits {
+        env: edits.env.clone(),
+        device_nodes: companions
+            .iter()
+            .map(|n| cdi_node(n, permissions))
+            .collect(),
+        mounts: edits
+            .mounts
+            .iter()
+            .map(|m| CdiMount {
+                host_path: m.host_path.clone(),
+                container_path: m.container_path.clone(),
+                options: m.options.clone(),
+            })
+            .collect(),
+        hooks: edits
+            .hooks
+            .iter()
+            .map(|h| CdiHook {
+                hook_name: h.hook_name.clone(),
+                path: h.path.clone(),
+                args: h.args.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The spec of a resource advertising `set`.
+pub fn spec(config: &ResourceConfig, set: &DeviceSet) -> Spec {
+    let devices: Vec<Device> = set
+        .devices()
+        .iter()
+        .map(|d| Device {
+            name: d.id().to_owned(),
+            container_edits: ContainerEdits {
+                device_nodes: d
+                    .device
+                    .nodes
+                    .iter()
+                    .map(|n| cdi_node(n, &config.permissions))
+                    .collect(),
+                ..ContainerEdits::default()
+            },
+        })
+        .collect();
+    let mut spec = Spec {
+        cdi_version: "",
+        kind: config.resource.clone(),
+        devices,
+        container_edits: edits(&config.cdi_edits, set.companions(), &config.permissions),
+    };
+    spec.cdi_version = minimum_version(&spec);
+    spec
+}
+
+/// The lowest CDI version that can express `spec` (the upstream library's
+/// rules for the fields this host writes): a class with a dot needs 0.6.0,
+/// a device name starting with a digit (a PCI address) or a device node
+/// with its own host path 0.5.0; else 0.3.0.
+pub fn minimum_version(spec: &Spec) -> &'static str {
+    let class_has_dot = spec
+        .kind
+        .split_once('/')
+        .is_some_and(|(_, class)| class.contains('.'));
+    if class_has_dot {
+        "0.6.0"
+    } else if spec
+        .devices
+        .iter()
+        .any(|d| d.name.starts_with(|c: char| c.is_ascii_digit()))
+        || std::iter::once(&spec.container_edits)
+            .chain(spec.devices.iter().map(|d| &d.container_edits))
+            .flat_map(|e| &e.device_nodes)
+            .any(|n| n.host_path.is_some())
+    {
+        "0.5.0"
+    } else {
+        "0.3.0"
+    }
+}
+
+/// Writes `spec` for `resource` into `dir` atomically; returns the file.
+pub fn write(dir: &Path, resource: &str, spec: &Spec) -> std::io::Result<PathBuf> {
+    let file = spec_file(dir, resource);
+    write_file(&file, spec)?;
+    Ok(file)
+}
+
+/// Writes `spec` to `file` atomically (a temporary file in the same
+/// folder, then a rename).
+pub fn write_file(file: &Path, spec: &Spec) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let mut bytes = serde_json::to_vec_pretty(spec).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(&bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(file).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Makes sure specs can be written into `dir`: created if missing, and a
+/// new file can be made there.
+pub fn check_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    tempfile::NamedTempFile::new_in(dir).map(drop)
+}
+
+/// Removes the spec of `resource` from `dir`, if there is one.
+pub fn remove(dir: &Path, resource: &str) -> std::io::Result<()> {
+    match std::fs::remove_file(spec_file(dir, resource)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_names_follow_the_cdi_rules() {
+        check_kind("example.com/gpu").unwrap();
+        check_kind("nvidia.com/gpu.mig").unwrap();
+        assert!(check_kind("example.com/gpu-").is_err());
+        assert!(check_kind("gpu").is_err());
+        // What the CDI parser refuses ("should start with letter").
+        for kind in ["1bars.example.com/acc", "bars.example.com/1acc"] {
+            let error = check_kind(kind).unwrap_err();
+            assert!(error.contains("must start with a letter"), "{error}");
+        }
+        check_kind("bars2.example.com/acc9").unwrap();
+        check_device_name("0000:3b:00.4").unwrap();
+        check_device_name("fuse::3").unwrap();
+        assert!(check_device_name("net-").is_err());
+        assert!(check_device_name("a b").is_err());
+    }
+}

@@ -1,0 +1,34 @@
+//! The configuration directory: `host.toml` (optional global settings) plus
+//! one `*.toml` file per resource. Parsing refuses unknown keys, and every
+//! error names the file, and where TOML can tell, the line and the field.
+//!
+//! The schema is documented key by key in `docs/config-reference.md`.
+//!
+//! One job per module, each depending only on those listed before it:
+//! `error` holds [`ConfigError`]; `model` the validated shapes
+//! ([`ConfigSet`], [`ResourceConfig`], [`HookBinding`]) and the schema
+//! constants; `schema` the TOML structs as written; `socket` how a
+//! device-plugin socket is named and whether its path could be bound;
+//! `serving` judges the `api` and `driver` keys and what a DRA resource may
+//! not set; `validate` turns one parsed resource file into a
+//! [`ResourceConfig`]; and `load` reads the directory (special files and
+//! oversized files refused without blocking) into a [`ConfigSet`].
+
+mod error;
+mod load;
+mod model;
+mod schema;
+mod serving;
+mod socket;
+mod validate;
+
+pub use error::ConfigError;
+pub use load::{load_dir, read_config_file};
+pub use model::{ConfigSet, HookBinding, ResourceConfig};
+pub use schema::{
+    CONFIG_VERSION, CdiEdits, CdiHook, CdiMode, CdiMount, HOST_FILE, HookConfig, HookDefaults,
+    HostSettings, OnError, ServingApi,
+};
+pub use serving::validate_driver_name;
+pub use socket::{default_socket_name, socket_path, validate_socket_name};
+pub use validate::{parse_resource, validate_resource_name};

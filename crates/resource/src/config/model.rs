@@ -1,0 +1,108 @@
+//! What a configuration directory means once validated: the
+//! [`ConfigSet`] of [`ResourceConfig`]s, each hook bound to its guest, and
+//! the constants of the schema.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wdp_hardware::{NodeSelector, Selector};
+use wdp_policy::Hook;
+
+use super::schema::{CdiEdits, CdiMode, HostSettings, OnError, ServingApi};
+
+/// Everything read from a configuration directory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigSet {
+    /// The directory.
+    pub dir: PathBuf,
+    /// `host.toml`, or the defaults when absent.
+    pub host: HostSettings,
+    /// Resources keyed by resource name.
+    pub resources: BTreeMap<String, ResourceConfig>,
+}
+
+/// A hook bound to a guest, with limits resolved against the defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookBinding {
+    /// The hook.
+    pub hook: Hook,
+    /// Absolute (or config-dir-joined) path of the guest.
+    pub guest: PathBuf,
+    /// Deadline of each call.
+    pub timeout: Duration,
+    /// Memory cap of each call.
+    pub memory_limit_bytes: u64,
+    /// What a failed call falls back to.
+    pub on_error: OnError,
+}
+
+/// A validated resource.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResourceConfig {
+    /// The file it came from.
+    pub file: PathBuf,
+    /// Extended resource name, `domain/name`.
+    pub resource: String,
+    /// Socket file name inside the device-plugin directory; empty for a
+    /// DRA resource, which has none.
+    pub socket: String,
+    /// Whether `PreStartContainer` is registered.
+    pub pre_start_required: bool,
+    /// Whether `GetPreferredAllocation` is registered.
+    pub get_preferred_allocation: bool,
+    /// How often hardware is rescanned without an event.
+    pub poll_interval: Duration,
+    /// Cgroup permissions of built-in device specs.
+    pub permissions: String,
+    /// The hardware the resource selects.
+    pub selectors: Vec<Selector>,
+    /// Replica count per node selector index (`selectors[i]`), when set.
+    pub replicas: BTreeMap<usize, u32>,
+    /// The hooks bound to guests.
+    pub hooks: Vec<HookBinding>,
+    /// `[guest-config]`, flattened to strings for the guests.
+    pub guest_config: Vec<(String, String)>,
+    /// Attributes guests may write (`writable-attributes`).
+    pub writable_attributes: Vec<String>,
+    /// `[[companion-nodes]]`: nodes every container of the resource gets.
+    pub companions: Vec<NodeSelector>,
+    /// How `Allocate` names devices, and whether a CDI spec is written.
+    pub cdi: CdiMode,
+    /// `[cdi-edits]`: what the CDI spec adds to every container.
+    pub cdi_edits: CdiEdits,
+    /// Which kubelet API serves the resource.
+    pub api: ServingApi,
+    /// The DRA driver name (a DNS subdomain); set exactly when `api` is
+    /// [`ServingApi::Dra`].
+    pub driver: Option<String>,
+}
+
+impl ConfigSet {
+    /// The resources served through the device-plugin API.
+    pub fn device_plugin_resources(&self) -> impl Iterator<Item = &ResourceConfig> {
+        self.resources.values().filter(|r| r.driver.is_none())
+    }
+
+    /// The resources served as DRA drivers, with their driver names.
+    pub fn dra_resources(&self) -> impl Iterator<Item = (&str, &ResourceConfig)> {
+        self.resources
+            .values()
+            .filter_map(|r| Some((r.driver.as_deref()?, r)))
+    }
+}
+
+impl ResourceConfig {
+    /// The binding of `hook`, if a guest implements it.
+    pub fn hook(&self, hook: Hook) -> Option<&HookBinding> {
+        self.hooks.iter().find(|b| b.hook == hook)
+    }
+
+    /// Whether a change from `old` to `self` needs a new registration with
+    /// the kubelet (options or socket differ).
+    pub fn registration_differs(&self, old: &ResourceConfig) -> bool {
+        self.socket != old.socket
+            || self.pre_start_required != old.pre_start_required
+            || self.get_preferred_allocation != old.get_preferred_allocation
+    }
+}

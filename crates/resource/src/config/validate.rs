@@ -1,0 +1,544 @@
+//! Validation of one parsed resource file: names, paths, counts and limits
+//! are checked and resolved against the host defaults into a
+//! [`ResourceConfig`]. Every refusal names the file and the field.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use wdp_hardware::{NodeSelector, Selector};
+use wdp_policy::Hook;
+
+use super::error::ConfigError;
+use super::model::{HookBinding, ResourceConfig};
+use super::schema::{
+    CONFIG_VERSION, CdiEdits, CdiMode, HostSettings, RawResource, ServingApi, parse,
+};
+use super::serving::check_serving_api;
+use super::socket::{default_socket_name, validate_socket_name};
+use crate::limits::MAX_DEVICES_PER_RESOURCE;
+
+pub(super) fn check_version(file: &Path, version: u32) -> Result<(), ConfigError> {
+    if version == CONFIG_VERSION {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            file,
+            "version",
+            format!("this host understands version {CONFIG_VERSION}, the file says {version}"),
+        ))
+    }
+}
+
+/// Parses one resource file (`dir` resolves relative guest paths).
+pub fn parse_resource(
+    dir: &Path,
+    file: &Path,
+    text: &str,
+    host: &HostSettings,
+) -> Result<ResourceConfig, ConfigError> {
+    let raw: RawResource = parse(file, text)?;
+    check_version(file, raw.version)?;
+    validate_resource_name(&raw.resource).map_err(|p| ConfigError::invalid(file, "resource", p))?;
+    let driver = check_serving_api(file, &raw)?;
+    let socket = match raw.socket {
+        // A DRA resource has no device-plugin socket.
+        _ if raw.api == ServingApi::Dra => String::new(),
+        Some(socket) => {
+            validate_socket_name(&socket).map_err(|p| ConfigError::invalid(file, "socket", p))?;
+            socket
+        }
+        None => {
+            let socket = default_socket_name(&raw.resource);
+            validate_socket_name(&socket).map_err(|p| {
+                ConfigError::invalid(
+                    file,
+                    "socket",
+                    format!("the default socket name, derived from `resource`: {p}; set `socket` to a shorter name"),
+                )
+            })?;
+            socket
+        }
+    };
+    if raw.permissions.is_empty() || !raw.permissions.chars().all(|c| "rwm".contains(c)) {
+        return Err(ConfigError::invalid(
+            file,
+            "permissions",
+            format!(
+                "`{}` is not a cgroup permission string (one or more of r, w, m)",
+                raw.permissions
+            ),
+        ));
+    }
+
+    let mut selectors = Vec::new();
+    let mut replicas = BTreeMap::new();
+    for (i, entry) in raw.nodes.into_iter().enumerate() {
+        if !entry.path.starts_with('/') {
+            return Err(ConfigError::invalid(
+                file,
+                &format!("nodes[{i}].path"),
+                format!(
+                    "`{}` must be an absolute host path such as /dev/fuse",
+                    entry.path
+                ),
+            ));
+        }
+        if let Some(n) = entry.replicas {
+            let n = validate_replicas(n)
+                .map_err(|p| ConfigError::invalid(file, &format!("nodes[{i}].replicas"), p))?;
+            replicas.insert(selectors.len(), n);
+        }
+        selectors.push(Selector::Nodes(NodeSelector {
+            path: entry.path,
+            optional: entry.optional,
+        }));
+    }
+    let mut companions = Vec::new();
+    for (i, entry) in raw.companion_nodes.into_iter().enumerate() {
+        let companion = NodeSelector {
+            path: entry.path,
+            optional: entry.optional,
+        };
+        let field = format!("companion-nodes[{i}].path");
+        if !companion.path.starts_with('/') {
+            return Err(ConfigError::invalid(
+                file,
+                &field,
+                format!(
+                    "`{}` must be an absolute host path such as /dev/nvidiactl",
+                    companion.path
+                ),
+            ));
+        }
+        Selector::Nodes(companion.clone())
+            .validate()
+            .map_err(|e| ConfigError::invalid(file, &field, e.to_string()))?;
+        companions.push(companion);
+    }
+    let first_pci = selectors.len();
+    selectors.extend(raw.pci.into_iter().map(Selector::Pci));
+    let first_usb = selectors.len();
+    selectors.extend(raw.usb.into_iter().map(Selector::Usb));
+    for (i, selector) in selectors.iter().enumerate() {
+        if let Err(error) = selector.validate() {
+            let field = match selector {
+                Selector::Nodes(_) => format!("nodes[{i}]"),
+                Selector::Pci(_) => format!("pci[{}]", i - first_pci),
+                Selector::Usb(_) => format!("usb[{}]", i - first_usb),
+            };
+            return Err(ConfigError::invalid(file, &field, error.to_string()));
+        }
+    }
+
+    let mut hooks = Vec::new();
+    let raw_hooks = [
+        (Hook::Discovery, raw.hooks.discovery),
+        (Hook::Health, raw.hooks.health),
+        (Hook::PreferredAllocation, raw.hooks.preferred_allocation),
+        (Hook::Allocate, raw.hooks.allocate),
+        (Hook::PreStart, raw.hooks.pre_start),
+    ];
+    for (hook, config) in raw_hooks {
+        let Some(config) = config else { continue };
+        let field = format!("hooks.{hook}");
+        if config.guest.as_os_str().is_empty() {
+            return Err(ConfigError::invalid(
+                file,
+                &format!("{field}.guest"),
+                "must name a .wasm component, relative to the config directory or absolute",
+            ));
+        }
+        let timeout_ms = config.timeout_ms.unwrap_or(host.hook_defaults.timeout_ms);
+        if timeout_ms == 0 {
+            return Err(ConfigError::invalid(
+                file,
+                &format!("{field}.timeout-ms"),
+                "must be above 0",
+            ));
+        }
+        let memory_mib = config
+            .memory_limit_mib
+            .unwrap_or(host.hook_defaults.memory_limit_mib);
+        if !(1..=4096).contains(&memory_mib) {
+            return Err(ConfigError::invalid(
+                file,
+                &format!("{field}.memory-limit-mib"),
+                "must be between 1 and 4096",
+            ));
+        }
+        hooks.push(HookBinding {
+            hook,
+            guest: dir.join(&config.guest),
+            timeout: Duration::from_millis(timeout_ms),
+            memory_limit_bytes: memory_mib * 1024 * 1024,
+            on_error: config.on_error.unwrap_or(host.hook_defaults.on_error),
+        });
+    }
+    if selectors.is_empty() && !hooks.iter().any(|h| h.hook == Hook::Discovery) {
+        return Err(ConfigError::invalid(
+            file,
+            "nodes",
+            "the resource selects no hardware: add [[nodes]], [[pci]] or [[usb]] entries",
+        ));
+    }
+    if raw.cdi != CdiMode::Off {
+        crate::cdi::check_kind(&raw.resource)
+            .map_err(|p| ConfigError::invalid(file, "resource", p))?;
+    }
+    validate_cdi_edits(&raw.cdi_edits)
+        .map_err(|(field, p)| ConfigError::invalid(file, &field, p))?;
+    let has_pre_start_guest = hooks.iter().any(|h| h.hook == Hook::PreStart);
+    let pre_start_required = raw.pre_start_required.unwrap_or(has_pre_start_guest);
+    let get_preferred_allocation = raw
+        .get_preferred_allocation
+        .unwrap_or(raw.api == ServingApi::DevicePlugin);
+
+    Ok(ResourceConfig {
+        file: file.to_owned(),
+        resource: raw.resource,
+        socket,
+        pre_start_required,
+        get_preferred_allocation,
+        poll_interval: Duration::from_millis(
+            raw.poll_interval_ms
+                .unwrap_or(host.poll_interval_ms)
+                .max(10),
+        ),
+        permissions: raw.permissions,
+        selectors,
+        replicas,
+        hooks,
+        guest_config: flatten_table(&raw.guest_config),
+        writable_attributes: raw.writable_attributes,
+        companions,
+        cdi: raw.cdi,
+        cdi_edits: raw.cdi_edits,
+        api: raw.api,
+        driver,
+    })
+}
+
+/// A `replicas` count: at least 1, and at most
+/// [`MAX_DEVICES_PER_RESOURCE`], since even one matched node shared more
+/// times than that cannot fit the kubelet's message limit.
+fn validate_replicas(n: i64) -> Result<u32, String> {
+    if n < 1 {
+        return Err(format!("{n}: must be at least 1"));
+    }
+    match usize::try_from(n) {
+        Ok(n) if n <= MAX_DEVICES_PER_RESOURCE => {
+            u32::try_from(n).map_err(|_| format!("{n}: too large"))
+        }
+        _ => Err(format!(
+            "{n} is above {MAX_DEVICES_PER_RESOURCE}, the most devices one resource may \
+             advertise (more cannot fit the kubelet's {} MiB ListAndWatch message)",
+            crate::limits::KUBELET_MAX_MESSAGE_BYTES / (1024 * 1024)
+        )),
+    }
+}
+
+/// Renders a TOML table as `key = value` strings; nested tables become
+/// dotted keys, strings lose their quotes, other values keep TOML syntax.
+fn flatten_table(table: &toml::Table) -> Vec<(String, String)> {
+    fn walk(prefix: &str, table: &toml::Table, out: &mut Vec<(String, String)>) {
+        for (key, value) in table {
+            let key = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            match value {
+                toml::Value::Table(inner) => walk(&key, inner, out),
+                toml::Value::String(s) => out.push((key, s.clone())),
+                other => out.push((key, other.to_string())),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", table, &mut out);
+    out
+}
+
+/// Checks `domain/name` the way the kubelet's `IsExtendedResourceName` does:
+/// a DNS subdomain prefix that is not `kubernetes.io`, and a qualified name.
+pub fn validate_resource_name(name: &str) -> Result<(), String> {
+    let Some((domain, local)) = name.split_once('/') else {
+        return Err(format!(
+            "`{name}` is not an extended resource name: expected `domain/name`, e.g. example.com/fuse"
+        ));
+    };
+    if domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") {
+        return Err(format!(
+            "`{name}`: the kubernetes.io domain is reserved for Kubernetes itself"
+        ));
+    }
+    if domain.starts_with("requests.") {
+        return Err(format!(
+            "`{name}`: names starting with `requests.` are refused by quota"
+        ));
+    }
+    if domain.is_empty() || domain.len() > 253 {
+        return Err(format!(
+            "`{name}`: the domain must have 1 to 253 characters"
+        ));
+    }
+    for label in domain.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(format!(
+                "`{name}`: domain `{domain}` is not a DNS subdomain (lowercase letters, digits, '-' and '.')"
+            ));
+        }
+    }
+    let local_ok = !local.is_empty()
+        && local.len() <= 63
+        && local
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && local.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && local.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !local_ok {
+        return Err(format!(
+            "`{name}`: `{local}` must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric"
+        ));
+    }
+    Ok(())
+}
+
+/// `[cdi-edits]`: `NAME=value` environment entries, absolute paths, and
+/// hook names the CDI spec knows.
+fn validate_cdi_edits(edits: &CdiEdits) -> Result<(), (String, String)> {
+    for (i, entry) in edits.env.iter().enumerate() {
+        if entry
+            .split_once('=')
+            .is_none_or(|(name, _)| name.is_empty())
+        {
+            return Err((
+                format!("cdi-edits.env[{i}]"),
+                format!("`{entry}` is not NAME=value"),
+            ));
+        }
+    }
+    for (i, mount) in edits.mounts.iter().enumerate() {
+        for (key, path) in [
+            ("host-path", &mount.host_path),
+            ("container-path", &mount.container_path),
+        ] {
+            if !path.starts_with('/') {
+                return Err((
+                    format!("cdi-edits.mounts[{i}].{key}"),
+                    format!("`{path}` must be an absolute path"),
+                ));
+            }
+        }
+    }
+    for (i, hook) in edits.hooks.iter().enumerate() {
+        if !crate::cdi::HOOK_NAMES.contains(&hook.hook_name.as_str()) {
+            return Err((
+                format!("cdi-edits.hooks[{i}].hook-name"),
+                format!(
+                    "`{}` is not one of {}",
+                    hook.hook_name,
+                    crate::cdi::HOOK_NAMES.join(", ")
+                ),
+            ));
+        }
+        if !hook.path.starts_with('/') {
+            return Err((
+                format!("cdi-edits.hooks[{i}].path"),
+                format!("`{}` must be an absolute path", hook.path),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::super::socket::socket_path;
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<ResourceConfig, ConfigError> {
+        parse_resource(
+            Path::new("/cfg"),
+            Path::new("/cfg/r.toml"),
+            text,
+            &HostSettings::default(),
+        )
+    }
+
+    fn fuse_with(extra: &str) -> String {
+        format!(
+            "version = 1\nresource = \"example.com/fuse\"\n[[nodes]]\npath = \"/dev/fuse\"\n{extra}"
+        )
+    }
+
+    #[test]
+    fn minimal_resource_gets_defaults() {
+        let r = parse_text(&fuse_with("replicas = 4\n")).unwrap();
+        assert_eq!(r.socket, "wdp-example.com-fuse.sock");
+        assert!(!r.pre_start_required);
+        assert!(r.get_preferred_allocation);
+        assert_eq!(r.replicas.get(&0), Some(&4));
+        assert_eq!(r.permissions, "rw");
+    }
+
+    #[test]
+    fn a_cdi_kind_the_cdi_parser_refuses_is_refused_by_file_and_field() {
+        for resource in ["1bars.example.com/acc", "bars.example.com/1acc"] {
+            let text = format!(
+                "version = 1\nresource = \"{resource}\"\ncdi = \"names\"\n[[nodes]]\npath = \"/dev/fuse\"\n"
+            );
+            let err = parse_text(&text).unwrap_err().to_string();
+            assert!(err.contains("/cfg/r.toml"), "{resource}: {err}");
+            assert!(err.contains("`resource`"), "{resource}: {err}");
+            assert!(
+                err.contains("must start with a letter"),
+                "{resource}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let err = parse_text("version = 1\nresource = \"example.com/fuse\"\nreplica = 3\n[[nodes]]\npath = \"/dev/fuse\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/cfg/r.toml"), "{err}");
+        assert!(err.contains("replica"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn replica_counts_beyond_the_kubelet_limit_are_refused_by_field() {
+        for bad in ["4294967295", "1000000", "262145", "9223372036854775807"] {
+            let err = parse_text(&fuse_with(&format!("replicas = {bad}\n")))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("/cfg/r.toml"), "{bad}: {err}");
+            assert!(err.contains("nodes[0].replicas"), "{bad}: {err}");
+            assert!(err.contains("262144"), "{bad}: {err}");
+        }
+        for bad in ["0", "-1"] {
+            let err = parse_text(&fuse_with(&format!("replicas = {bad}\n")))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("nodes[0].replicas"), "{bad}: {err}");
+            assert!(err.contains("at least 1"), "{bad}: {err}");
+        }
+        let r = parse_text(&fuse_with(&format!(
+            "replicas = {MAX_DEVICES_PER_RESOURCE}\n"
+        )))
+        .unwrap();
+        assert_eq!(r.replicas[&0] as usize, MAX_DEVICES_PER_RESOURCE);
+    }
+
+    #[test]
+    fn socket_names_that_can_never_be_bound_are_refused() {
+        let long = "s".repeat(crate::limits::MAX_SOCKET_PATH_BYTES + 1);
+        for bad in [
+            long.as_str(),
+            "a\\u0000b.sock",
+            "tab\\tname.sock",
+            "kubelet.sock",
+            "a/b.sock",
+            ".hidden.sock",
+            "",
+        ] {
+            let text =
+                fuse_with("").replace("[[nodes]]", &format!("socket = \"{bad}\"\n[[nodes]]"));
+            let err = parse_text(&text).unwrap_err().to_string();
+            assert!(err.contains("field `socket`"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_too_long_default_socket_name_is_refused() {
+        // A valid resource name whose derived socket name is too long.
+        let domain = format!("{}.{}", "a".repeat(63), "b".repeat(63));
+        let text =
+            format!("version = 1\nresource = \"{domain}/fuse\"\n[[nodes]]\npath = \"/dev/fuse\"\n");
+        let err = parse_text(&text).unwrap_err().to_string();
+        assert!(err.contains("field `socket`"), "{err}");
+        assert!(err.contains("default socket name"), "{err}");
+        let text = text.replace("[[nodes]]", "socket = \"short.sock\"\n[[nodes]]");
+        assert_eq!(parse_text(&text).unwrap().socket, "short.sock");
+    }
+
+    #[test]
+    fn socket_paths_too_long_for_the_plugin_dir_are_refused_at_run_time() {
+        let r = parse_text(&fuse_with("")).unwrap();
+        let ok = socket_path(&r, Path::new("/var/lib/kubelet/device-plugins")).unwrap();
+        assert_eq!(
+            ok,
+            Path::new("/var/lib/kubelet/device-plugins/wdp-example.com-fuse.sock")
+        );
+        let deep = PathBuf::from(format!("/{}", "d".repeat(90)));
+        let err = socket_path(&r, &deep).unwrap_err().to_string();
+        assert!(err.contains("/cfg/r.toml"), "{err}");
+        assert!(err.contains("field `socket`"), "{err}");
+        assert!(err.contains("107"), "{err}");
+    }
+
+    #[test]
+    fn reserved_and_malformed_resource_names_are_refused() {
+        for bad in [
+            "fuse",
+            "kubernetes.io/fuse",
+            "Example.com/fuse",
+            "example.com/",
+            "example.com/-x",
+        ] {
+            let err = parse_text(&format!(
+                "version = 1\nresource = \"{bad}\"\n[[nodes]]\npath = \"/dev/fuse\"\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("field `resource`"), "{bad}: {err}");
+        }
+        assert!(validate_resource_name("nvidia.com/gpu").is_ok());
+    }
+
+    #[test]
+    fn wrong_version_and_relative_paths_are_refused() {
+        let err = parse_text(
+            "version = 2\nresource = \"example.com/a\"\n[[nodes]]\npath = \"/dev/fuse\"\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("field `version`"), "{err}");
+        let err = parse_text(
+            "version = 1\nresource = \"example.com/a\"\n[[nodes]]\npath = \"dev/fuse\"\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("nodes[0].path"), "{err}");
+    }
+
+    #[test]
+    fn hooks_resolve_against_defaults_and_enable_pre_start() {
+        let r = parse_text(
+            "version = 1\nresource = \"example.com/a\"\n[[nodes]]\npath = \"/dev/fuse\"\n[hooks.pre-start]\nguest = \"guests/p.wasm\"\ntimeout-ms = 20\n[guest-config]\nmode = \"strict\"\nlimit = 3\n",
+        )
+        .unwrap();
+        let b = r.hook(Hook::PreStart).unwrap();
+        assert_eq!(b.guest, Path::new("/cfg/guests/p.wasm"));
+        assert_eq!(b.timeout, Duration::from_millis(20));
+        assert_eq!(b.memory_limit_bytes, 64 << 20);
+        assert!(r.pre_start_required);
+        assert_eq!(
+            r.guest_config,
+            vec![
+                ("limit".into(), "3".into()),
+                ("mode".into(), "strict".into())
+            ]
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! The resource model both kubelet protocols share: everything about one
+//! configured resource that does not depend on how the kubelet reaches it.
+//! It parses the configuration directory, loads a resource's guests, turns
+//! hardware into a device set through discovery and health (built-in
+//! policy or a guest), holds the per-resource swap point, decides each
+//! admission (preferred allocation, allocate, pre-start), writes CDI specs
+//! and counts what happens in Prometheus metrics.
+//!
+//! It serves no socket, registers nothing and talks to no API server: the
+//! device-plugin transport (`wdp-device-plugin`) and the DRA driver
+//! (`wdp-dra-driver`) do, on top of [`Resource`]; the host (`wdp-host`)
+//! supervises and reloads. It reads hardware only through `wdp-hardware`
+//! and runs guests only through `wdp-policy`, whose types (devices,
+//! verdicts, container responses) are its device model too.
+//!
+//! The modules, in the order data flows: [`config`] parses the directory
+//! and [`limits`] bounds every size; [`loading`] and [`spec`] put a
+//! resource's guests in service; [`pipeline`] turns hardware into a
+//! [`device_set`] through discovery and health ([`builtin`] policy or a
+//! guest, through the one call path of [`guest_call`], answers checked by
+//! [`validate`], with [`companions`] added); [`resource`] is the
+//! per-resource swap point and [`admission`] the decisions on top of it;
+//! [`cdi`] writes CDI specs; [`metrics`] counts; [`error`] says what stops
+//! a resource from being served.
+
+#![warn(missing_docs)]
+
+pub mod admission;
+pub mod builtin;
+pub mod cdi;
+pub mod companions;
+pub mod config;
+mod convert;
+pub mod device_set;
+pub mod error;
+pub mod guest_call;
+pub mod limits;
+pub mod loading;
+pub mod metrics;
+pub mod pipeline;
+pub mod resource;
+mod services;
+pub mod spec;
+pub mod validate;
+
+pub use config::{ConfigError, ConfigSet, ResourceConfig};
+pub use device_set::{AdvertisedDevice, DeviceSet, SharedDeviceSet};
+pub use error::{GuestProblem, ResourceError};
+pub use metrics::Metrics;
+pub use resource::Resource;

@@ -1,0 +1,543 @@
+//! Prometheus metrics of the host, in the text exposition format. Names
+//! follow Prometheus conventions: a `wasm_device_plugin_` prefix, base units
+//! (`_seconds`), and `_total` on counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label set: the resource.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    /// Extended resource name.
+    pub resource: String,
+}
+
+/// Label set: the resource and `healthy` / `unhealthy`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HealthLabels {
+    /// Extended resource name.
+    pub resource: String,
+    /// `healthy` or `unhealthy`.
+    pub health: String,
+}
+
+/// Label set: the resource and the kubelet RPC.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RpcLabels {
+    /// Extended resource name.
+    pub resource: String,
+    /// The RPC, e.g. `Allocate`.
+    pub rpc: String,
+}
+
+/// Label set: the resource, the kubelet RPC and its gRPC status code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RpcResultLabels {
+    /// Extended resource name.
+    pub resource: String,
+    /// The RPC, e.g. `Allocate`.
+    pub rpc: String,
+    /// The gRPC status code, e.g. `Ok`.
+    pub code: String,
+}
+
+/// Label set: the resource, the guest and the hook.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuestLabels {
+    /// Extended resource name.
+    pub resource: String,
+    /// The guest's name.
+    pub guest: String,
+    /// The hook, e.g. `health`.
+    pub hook: String,
+}
+
+/// Label set: the resource, the guest, the hook and the call's result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuestResultLabels {
+    /// Extended resource name.
+    pub resource: String,
+    /// The guest's name.
+    pub guest: String,
+    /// The hook, e.g. `health`.
+    pub hook: String,
+    /// The outcome.
+    pub result: String,
+}
+
+/// Label set: `success` or `failure`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// The outcome.
+    pub result: String,
+}
+
+/// Label set: the resource and the registration's result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RegistrationLabels {
+    /// Extended resource name.
+    pub resource: String,
+    /// The outcome.
+    pub result: String,
+}
+
+/// Label set: the DRA driver.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DriverLabel {
+    /// The DRA driver name.
+    pub driver: String,
+}
+
+/// Label set: the DRA driver and the claim operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DraClaimLabels {
+    /// The DRA driver name.
+    pub driver: String,
+    /// `prepare` or `unprepare`.
+    pub operation: String,
+}
+
+/// Label set: the DRA driver, the claim operation and its outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DraClaimResultLabels {
+    /// The DRA driver name.
+    pub driver: String,
+    /// `prepare` or `unprepare`.
+    pub operation: String,
+    /// `success` or `failure`.
+    pub result: String,
+}
+
+/// What the kubelet asked a DRA driver to do with one claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DraOperation {
+    /// `NodePrepareResources`, one claim of it.
+    Prepare,
+    /// `NodeUnprepareResources`, one claim of it.
+    Unprepare,
+}
+
+impl DraOperation {
+    /// The label value: `prepare` or `unprepare`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prepare => "prepare",
+            Self::Unprepare => "unprepare",
+        }
+    }
+}
+
+/// A callback counting one registration of a resource: `(resource, ok)`.
+pub type RegistrationObserver = Arc<dyn Fn(&str, bool) + Send + Sync>;
+
+/// Every metric the host records, registered once.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// `wasm_device_plugin_devices`.
+    pub devices: Family<HealthLabels, Gauge>,
+    /// `wasm_device_plugin_allocated_devices_total`.
+    pub allocated_devices: Family<ResourceLabel, Counter>,
+    /// `wasm_device_plugin_rpc_requests_total`.
+    pub rpc_requests: Family<RpcResultLabels, Counter>,
+    /// `wasm_device_plugin_rpc_duration_seconds`.
+    pub rpc_duration: Family<RpcLabels, Histogram>,
+    /// `wasm_device_plugin_guest_calls_total`.
+    pub guest_calls: Family<GuestResultLabels, Counter>,
+    /// `wasm_device_plugin_guest_call_duration_seconds`.
+    pub guest_duration: Family<GuestLabels, Histogram>,
+    /// `wasm_device_plugin_guest_calls_in_flight`.
+    pub guest_calls_in_flight: Family<GuestLabels, Gauge>,
+    /// `wasm_device_plugin_reloads_total`.
+    pub reloads: Family<ResultLabel, Counter>,
+    /// `wasm_device_plugin_config_valid`.
+    pub config_valid: Gauge,
+    /// `wasm_device_plugin_registrations_total`.
+    pub registrations: Family<RegistrationLabels, Counter>,
+    /// `wasm_device_plugin_kubelet_restarts_total`.
+    pub kubelet_restarts: Counter,
+    /// `wasm_device_plugin_list_and_watch_streams`.
+    pub watchers: Family<ResourceLabel, Gauge>,
+    /// `wasm_device_plugin_dra_claims_total`.
+    pub dra_claims: Family<DraClaimResultLabels, Counter>,
+    /// `wasm_device_plugin_dra_claim_duration_seconds`.
+    pub dra_claim_duration: Family<DraClaimLabels, Histogram>,
+    /// `wasm_device_plugin_dra_slice_publish_errors_total`.
+    pub dra_publish_errors: Family<DriverLabel, Counter>,
+    /// `wasm_device_plugin_dra_published_generation`.
+    pub dra_published_generation: Family<DriverLabel, Gauge>,
+    /// `wasm_device_plugin_dra_published_slices`.
+    pub dra_published_slices: Family<DriverLabel, Gauge>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 20 µs .. ~40 s.
+    Histogram::new(exponential_buckets(0.000_02, 2.5, 16))
+}
+
+impl Metrics {
+    /// Every metric, registered and at zero.
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("wasm_device_plugin");
+        let devices = Family::<HealthLabels, Gauge>::default();
+        registry.register(
+            "devices",
+            "Devices advertised to the kubelet, by resource and health",
+            devices.clone(),
+        );
+        let allocated_devices = Family::<ResourceLabel, Counter>::default();
+        registry.register(
+            "allocated_devices",
+            "Device IDs handed to containers through Allocate",
+            allocated_devices.clone(),
+        );
+        let rpc_requests = Family::<RpcResultLabels, Counter>::default();
+        registry.register(
+            "rpc_requests",
+            "Kubelet RPCs served, by resource, RPC and gRPC status code",
+            rpc_requests.clone(),
+        );
+        let rpc_duration =
+            Family::<RpcLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
+        registry.register(
+            "rpc_duration_seconds",
+            "Time to answer a kubelet RPC",
+            rpc_duration.clone(),
+        );
+        let guest_calls = Family::<GuestResultLabels, Counter>::default();
+        registry.register(
+            "guest_calls",
+            "Guest hook calls by result: ok, trap, timeout, out-of-memory, guest-error, invalid-answer",
+            guest_calls.clone(),
+        );
+        let guest_duration =
+            Family::<GuestLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
+        registry.register(
+            "guest_call_duration_seconds",
+            "Time of a guest hook call, instantiation included",
+            guest_duration.clone(),
+        );
+        let guest_calls_in_flight = Family::<GuestLabels, Gauge>::default();
+        registry.register(
+            "guest_calls_in_flight",
+            "Guest hook calls running right now",
+            guest_calls_in_flight.clone(),
+        );
+        let reloads = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "reloads",
+            "Configuration reloads by result (success, failure)",
+            reloads.clone(),
+        );
+        let config_valid = Gauge::default();
+        registry.register(
+            "config_valid",
+            "1 when the configuration directory's latest content was applied, 0 when it was refused",
+            config_valid.clone(),
+        );
+        let registrations = Family::<RegistrationLabels, Counter>::default();
+        registry.register(
+            "registrations",
+            "Registrations by resource and result: Register calls on kubelet.sock, or NotifyRegistrationStatus answers from the plugin watcher",
+            registrations.clone(),
+        );
+        let kubelet_restarts = Counter::default();
+        registry.register(
+            "kubelet_restarts",
+            "Kubelet restarts noticed (kubelet.sock created again or our socket removed)",
+            kubelet_restarts.clone(),
+        );
+        let watchers = Family::<ResourceLabel, Gauge>::default();
+        registry.register(
+            "list_and_watch_streams",
+            "Open ListAndWatch streams per resource",
+            watchers.clone(),
+        );
+        let dra = DraMetrics::register(&mut registry);
+        Arc::new(Self {
+            registry,
+            devices,
+            allocated_devices,
+            rpc_requests,
+            rpc_duration,
+            guest_calls,
+            guest_duration,
+            guest_calls_in_flight,
+            reloads,
+            config_valid,
+            registrations,
+            kubelet_restarts,
+            watchers,
+            dra_claims: dra.claims,
+            dra_claim_duration: dra.claim_duration,
+            dra_publish_errors: dra.publish_errors,
+            dra_published_generation: dra.published_generation,
+            dra_published_slices: dra.published_slices,
+        })
+    }
+
+    /// The metrics in Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Counts one kubelet RPC and its duration.
+    pub fn observe_rpc(&self, resource: &str, rpc: &str, code: tonic::Code, elapsed: Duration) {
+        self.rpc_duration
+            .get_or_create(&RpcLabels {
+                resource: resource.to_owned(),
+                rpc: rpc.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+        self.rpc_requests
+            .get_or_create(&RpcResultLabels {
+                resource: resource.to_owned(),
+                rpc: rpc.to_owned(),
+                code: format!("{code:?}"),
+            })
+            .inc();
+    }
+
+    /// Counts one guest call by result and records its duration.
+    pub fn observe_guest(
+        &self,
+        resource: &str,
+        guest: &str,
+        hook: &str,
+        result: &str,
+        elapsed: Duration,
+    ) {
+        let labels = GuestLabels {
+            resource: resource.to_owned(),
+            guest: guest.to_owned(),
+            hook: hook.to_owned(),
+        };
+        self.guest_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        self.guest_calls
+            .get_or_create(&GuestResultLabels {
+                resource: labels.resource,
+                guest: labels.guest,
+                hook: labels.hook,
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets a resource's healthy and unhealthy device counts.
+    pub fn set_devices(&self, resource: &str, healthy: usize, unhealthy: usize) {
+        for (health, n) in [("healthy", healthy), ("unhealthy", unhealthy)] {
+            self.devices
+                .get_or_create(&HealthLabels {
+                    resource: resource.to_owned(),
+                    health: health.to_owned(),
+                })
+                .set(n as i64);
+        }
+    }
+
+    /// Drops the per-resource device gauges of a removed resource.
+    pub fn forget_resource(&self, resource: &str) {
+        for health in ["healthy", "unhealthy"] {
+            self.devices.remove(&HealthLabels {
+                resource: resource.to_owned(),
+                health: health.to_owned(),
+            });
+        }
+        self.watchers.remove(&ResourceLabel {
+            resource: resource.to_owned(),
+        });
+    }
+
+    /// Counts one registration by result (`Register` on `kubelet.sock`,
+    /// or the plugin watcher's `NotifyRegistrationStatus`).
+    pub fn registration(&self, resource: &str, ok: bool) {
+        self.registrations
+            .get_or_create(&RegistrationLabels {
+                resource: resource.to_owned(),
+                result: if ok { "success" } else { "failure" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// [`registration`](Self::registration) as a callback, for a
+    /// registration socket that reports the plugin watcher's verdicts.
+    pub fn registration_observer(self: &Arc<Self>) -> RegistrationObserver {
+        let metrics = self.clone();
+        Arc::new(move |resource, ok| metrics.registration(resource, ok))
+    }
+
+    /// Counts one reload and sets `config_valid`.
+    pub fn reload(&self, ok: bool) {
+        self.reloads
+            .get_or_create(&ResultLabel {
+                result: if ok { "success" } else { "failure" }.to_owned(),
+            })
+            .inc();
+        self.config_valid.set(i64::from(ok));
+    }
+
+    /// Counts one claim of a `NodePrepareResources` or
+    /// `NodeUnprepareResources` call by outcome and records how long that
+    /// claim took (for prepare: claim read, guests and CDI write included).
+    pub fn observe_dra_claim(
+        &self,
+        driver: &str,
+        operation: DraOperation,
+        ok: bool,
+        elapsed: Duration,
+    ) {
+        self.dra_claim_duration
+            .get_or_create(&DraClaimLabels {
+                driver: driver.to_owned(),
+                operation: operation.as_str().to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+        self.dra_claims
+            .get_or_create(&DraClaimResultLabels {
+                driver: driver.to_owned(),
+                operation: operation.as_str().to_owned(),
+                result: if ok { "success" } else { "failure" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one failed ResourceSlice publish pass of `driver`.
+    pub fn dra_publish_error(&self, driver: &str) {
+        self.dra_publish_errors
+            .get_or_create(&DriverLabel {
+                driver: driver.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records the pool generation and slice count `driver` last published.
+    pub fn set_dra_published(&self, driver: &str, generation: i64, slices: usize) {
+        let label = DriverLabel {
+            driver: driver.to_owned(),
+        };
+        self.dra_published_generation
+            .get_or_create(&label)
+            .set(generation);
+        self.dra_published_slices
+            .get_or_create(&label)
+            .set(i64::try_from(slices).unwrap_or(i64::MAX));
+    }
+
+    /// Drops the per-driver gauges of a DRA resource that left the config.
+    pub fn forget_driver(&self, driver: &str) {
+        let label = DriverLabel {
+            driver: driver.to_owned(),
+        };
+        self.dra_published_generation.remove(&label);
+        self.dra_published_slices.remove(&label);
+    }
+}
+
+/// The DRA metric families, registered together.
+struct DraMetrics {
+    claims: Family<DraClaimResultLabels, Counter>,
+    claim_duration: Family<DraClaimLabels, Histogram>,
+    publish_errors: Family<DriverLabel, Counter>,
+    published_generation: Family<DriverLabel, Gauge>,
+    published_slices: Family<DriverLabel, Gauge>,
+}
+
+impl DraMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let claims = Family::<DraClaimResultLabels, Counter>::default();
+        registry.register(
+            "dra_claims",
+            "Claims of NodePrepareResources / NodeUnprepareResources calls, by driver, operation and result",
+            claims.clone(),
+        );
+        let claim_duration = Family::<DraClaimLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> _,
+        );
+        registry.register(
+            "dra_claim_duration_seconds",
+            "Time to prepare or unprepare one claim (claim read, guests and CDI write included)",
+            claim_duration.clone(),
+        );
+        let publish_errors = Family::<DriverLabel, Counter>::default();
+        registry.register(
+            "dra_slice_publish_errors",
+            "ResourceSlice publish passes that failed (API server unreachable, slice rejected, conflict)",
+            publish_errors.clone(),
+        );
+        let published_generation = Family::<DriverLabel, Gauge>::default();
+        registry.register(
+            "dra_published_generation",
+            "Pool generation of the driver's ResourceSlices last published",
+            published_generation.clone(),
+        );
+        let published_slices = Family::<DriverLabel, Gauge>::default();
+        registry.register(
+            "dra_published_slices",
+            "ResourceSlices the driver last published for this node",
+            published_slices.clone(),
+        );
+        Self {
+            claims,
+            claim_duration,
+            publish_errors,
+            published_generation,
+            published_slices,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dra_records_show_up_in_the_exposition() {
+        let metrics = Metrics::new();
+        let driver = "gpu.example.com";
+        metrics.observe_dra_claim(
+            driver,
+            DraOperation::Prepare,
+            true,
+            Duration::from_millis(3),
+        );
+        metrics.observe_dra_claim(
+            driver,
+            DraOperation::Prepare,
+            false,
+            Duration::from_millis(1),
+        );
+        metrics.observe_dra_claim(driver, DraOperation::Unprepare, true, Duration::ZERO);
+        metrics.dra_publish_error(driver);
+        metrics.set_dra_published(driver, 7, 2);
+        let text = metrics.encode();
+        for line in [
+            r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="success"} 1"#,
+            r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="failure"} 1"#,
+            r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="unprepare",result="success"} 1"#,
+            r#"wasm_device_plugin_dra_claim_duration_seconds_count{driver="gpu.example.com",operation="prepare"} 2"#,
+            r#"wasm_device_plugin_dra_slice_publish_errors_total{driver="gpu.example.com"} 1"#,
+            r#"wasm_device_plugin_dra_published_generation{driver="gpu.example.com"} 7"#,
+            r#"wasm_device_plugin_dra_published_slices{driver="gpu.example.com"} 2"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        metrics.forget_driver(driver);
+        let text = metrics.encode();
+        assert!(
+            !text.contains(r#"wasm_device_plugin_dra_published_generation{"#),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,315 @@
+//! The discovery and health pipeline of one resource: scan the hardware
+//! its selectors name, turn candidates into devices (discovery guest or
+//! built-in), judge them (built-in presence rule refined by the health
+//! guest), bound every size, and build the device set. Shared by
+//! refreshes, first loads and reload dry runs.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wdp_hardware::{Candidate, HostRoot, Selector};
+use wdp_policy::Hook;
+use wdp_policy::types::{Device, DeviceFacts, Verdict};
+
+use crate::builtin;
+use crate::companions;
+use crate::config::{CdiMode, OnError};
+use crate::convert::guest_candidate;
+use crate::device_set::{CandidateLookup, DeviceSet, SharedDeviceSet};
+use crate::error::ResourceError;
+use crate::guest_call::GuestCaller;
+use crate::limits::KUBELET_MAX_MESSAGE_BYTES;
+use crate::spec::ResourceSpec;
+use crate::validate;
+
+/// What the pipeline remembers between runs: shared handles only, so the
+/// state of a 65,000-device resource costs no copy of any device.
+#[derive(Clone, Debug, Default)]
+pub struct DiscoveryState {
+    /// The candidates of the latest scan (shared with the RPC path: one
+    /// copy of each candidate's facts, however many readers).
+    pub present: Arc<Vec<Candidate>>,
+    /// Candidates seen since the resource started but absent from the
+    /// latest scan, with their last known facts.
+    pub gone: BTreeMap<String, Candidate>,
+    /// The latest device set built (the one advertised: an unchanged run
+    /// hands back this very set). The last devices and verdicts are read
+    /// from it ([`DeviceSet::devices_advertised`], [`DeviceSet::verdicts`])
+    /// instead of being kept twice.
+    pub set: SharedDeviceSet,
+}
+
+/// Every candidate a run knows: the present ones (by index) and the gone
+/// ones, looked up by ID.
+struct Known<'a> {
+    present: &'a [Candidate],
+    by_id: HashMap<&'a str, usize>,
+    gone: &'a BTreeMap<String, Candidate>,
+}
+
+/// Positions of `candidates` by ID.
+fn index(candidates: &[Candidate]) -> HashMap<&str, usize> {
+    candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.as_str(), i))
+        .collect()
+}
+
+impl Known<'_> {
+    fn is_present(&self, id: &str) -> bool {
+        self.by_id.contains_key(id)
+    }
+}
+
+impl CandidateLookup for Known<'_> {
+    fn candidate(&self, id: &str) -> Option<&Candidate> {
+        match self.by_id.get(id) {
+            Some(&i) => Some(&self.present[i]),
+            None => self.gone.get(id),
+        }
+    }
+}
+
+/// One run's result.
+#[derive(Debug)]
+pub struct Refreshed {
+    /// What to advertise: the previous set itself when nothing changed
+    /// (same generation, no second copy).
+    pub set: SharedDeviceSet,
+    /// Problems of the hardware scan (guest failures are logged where
+    /// they happen).
+    pub warnings: Vec<String>,
+    /// The host paths to watch for changes (gone hardware included, so
+    /// its return is an event too).
+    pub watch_paths: Vec<PathBuf>,
+    /// The candidates present now (what guests may read during RPCs).
+    pub present: Arc<Vec<Candidate>>,
+}
+
+/// How a run treats failures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// First load and reload dry runs: any failure refuses the config.
+    Strict,
+    /// Serving: failures fall back (per `on-error`) and become warnings.
+    Serving,
+}
+
+/// Runs the pipeline for `spec`, updating `state`.
+pub fn run(
+    spec: &ResourceSpec,
+    root: &HostRoot,
+    caller: &GuestCaller,
+    state: &mut DiscoveryState,
+    mode: Mode,
+) -> Result<Refreshed, ResourceError> {
+    let file = &spec.config.file;
+    let refuse = |problem: String| ResourceError::Discovery {
+        file: file.clone(),
+        problem,
+    };
+    let mut warnings = Vec::new();
+    // The last run's devices and verdicts, read back from its set.
+    let last_devices = state.set.devices_advertised();
+
+    // The hardware scan, with each selector's replica count beside it.
+    let mut scanned: Vec<Candidate> = Vec::new();
+    let mut replicas: Vec<u32> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for (i, selector) in spec.config.selectors.iter().enumerate() {
+        match wdp_hardware::discover(root, std::slice::from_ref(selector)) {
+            Ok(scan) => {
+                warnings.extend(scan.warnings);
+                let count = spec.config.replicas.get(&i).copied().unwrap_or(1);
+                for c in scan.candidates {
+                    if seen.insert(c.id.clone()) {
+                        scanned.push(c);
+                        replicas.push(count);
+                    }
+                }
+            }
+            Err(source) if mode == Mode::Strict => {
+                return Err(ResourceError::Hardware {
+                    file: file.clone(),
+                    source,
+                });
+            }
+            Err(error) => warnings.push(format!("{}: {error}", describe(selector))),
+        }
+    }
+    drop(seen);
+    // Held until the next scan: no room left over from growing.
+    scanned.shrink_to_fit();
+    // Candidates of the previous scan that are absent now are remembered
+    // as gone; those back again are not.
+    let present: Arc<Vec<Candidate>> = Arc::new(scanned);
+    let by_id = index(&present);
+    let mut gone = state.gone.clone();
+    gone.retain(|id, _| !by_id.contains_key(id.as_str()));
+    for c in state.present.iter() {
+        if !by_id.contains_key(c.id.as_str()) {
+            gone.insert(c.id.clone(), c.clone());
+        }
+    }
+    let known = Known {
+        present: &present,
+        by_id,
+        gone: &gone,
+    };
+
+    // Discovery: the guest's answer, or one device per candidate.
+    let mut devices = match spec.bound(Hook::Discovery) {
+        None => builtin::discovery(&present, &replicas),
+        Some((binding, guest)) => {
+            let input: Vec<_> = present.iter().map(|c| guest_candidate(c, true)).collect();
+            let known = &known;
+            let outcome = caller.call_blocking(
+                spec,
+                binding,
+                guest,
+                present.clone(),
+                |g, ctx| g.discover(ctx, &input),
+                |answer| validate::devices(answer, known),
+            );
+            match outcome {
+                Ok(answer) => answer,
+                Err(failure) if mode == Mode::Strict => return Err(refuse(failure.to_string())),
+                // Logged once per change of state by the guest-call path.
+                Err(_) => match binding.on_error {
+                    OnError::Builtin => builtin::discovery(&present, &replicas),
+                    OnError::Fail => last_devices.clone(),
+                },
+            }
+        }
+    };
+    for d in &mut devices {
+        d.replicas = d.replicas.max(1);
+    }
+    validate::devices(&devices, &known).map_err(refuse)?;
+    // A device whose hardware vanished stays listed (as Unhealthy) so the
+    // kubelet and its pods learn about it, instead of silently dropping out.
+    for old in &last_devices {
+        let gone = old.candidates.iter().any(|c| !known.is_present(c));
+        if gone && !devices.iter().any(|d| d.id == old.id) {
+            devices.push(old.clone());
+        }
+    }
+    validate::devices(&devices, &known).map_err(refuse)?;
+
+    // Health: the built-in presence rule, refined by the guest's verdicts.
+    let hardware_present = |d: &Device| d.candidates.iter().all(|c| known.is_present(c));
+    let mut verdicts: BTreeMap<String, Verdict> = devices
+        .iter()
+        .map(|d| (d.id.clone(), builtin::verdict(d, |c| known.is_present(c))))
+        .collect();
+    if let Some((binding, guest)) = spec.bound(Hook::Health) {
+        let facts: Vec<DeviceFacts> = devices
+            .iter()
+            .map(|d| DeviceFacts {
+                device: d.clone(),
+                candidates: d
+                    .candidates
+                    .iter()
+                    .filter_map(|id| known.candidate(id))
+                    .map(|c| guest_candidate(c, known.is_present(&c.id)))
+                    .collect(),
+            })
+            .collect();
+        let defaults = &verdicts;
+        let outcome = caller.call_blocking(
+            spec,
+            binding,
+            guest,
+            present.clone(),
+            |g, ctx| g.check_health(ctx, &facts),
+            |answer| validate::verdicts(answer, defaults),
+        );
+        match outcome {
+            Ok(list) => {
+                for v in list {
+                    verdicts.insert(v.id.clone(), v);
+                }
+            }
+            Err(failure) if mode == Mode::Strict => return Err(refuse(failure.to_string())),
+            // Logged once per change of state by the guest-call path.
+            Err(_) => {
+                if binding.on_error == OnError::Fail {
+                    // A failing guest keeps its last verdicts, but only for
+                    // devices whose hardware is still there: vanished
+                    // hardware is Unhealthy whatever the guest said before.
+                    let last_verdicts = state.set.verdicts();
+                    for d in devices.iter().filter(|d| hardware_present(d)) {
+                        if let Some(last) = last_verdicts.get(d.id.as_str()) {
+                            verdicts.insert(d.id.clone(), last.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // Companions: a required one missing makes every device Unhealthy
+    // (a container could not use them), whatever health said.
+    let companions = companions::resolve(root, &spec.config.companions, &present);
+    if !companions.missing.is_empty() {
+        let reason = companions.missing.join("; ");
+        warnings.extend(companions.missing.iter().cloned());
+        for verdict in verdicts.values_mut() {
+            verdict.healthy = false;
+            verdict.reason = reason.clone();
+        }
+    }
+
+    if spec.config.cdi != CdiMode::Off
+        && let Some(problem) = devices
+            .iter()
+            .find_map(|d| crate::cdi::check_device_name(&d.id).err())
+    {
+        return Err(refuse(problem));
+    }
+    let set = DeviceSet::build(&devices, &verdicts, &known).with_companions(companions.nodes);
+    let size = set.list_encoded_len();
+    if size > KUBELET_MAX_MESSAGE_BYTES {
+        return Err(refuse(format!(
+            "{} devices make a {size}-byte ListAndWatch message, above the kubelet's {KUBELET_MAX_MESSAGE_BYTES}-byte limit",
+            set.len()
+        )));
+    }
+    // Gone hardware stays watched so its return is an event too.
+    let mut selectors: Vec<Selector> = spec.config.selectors.clone();
+    selectors.extend(spec.config.companions.iter().cloned().map(Selector::Nodes));
+    let mut watch_paths = wdp_hardware::watch_paths(root, &selectors, &present);
+    if !gone.is_empty() {
+        let gone: Vec<Candidate> = gone.values().cloned().collect();
+        watch_paths.extend(wdp_hardware::watch_paths(root, &[], &gone));
+        watch_paths.sort();
+        watch_paths.dedup();
+    }
+    drop(known);
+    drop((devices, verdicts, last_devices));
+    // Unchanged: the set being advertised stays, with its generation.
+    let set = if *state.set == set {
+        Arc::clone(&state.set)
+    } else {
+        Arc::new(set)
+    };
+    state.present = Arc::clone(&present);
+    state.gone = gone;
+    state.set = Arc::clone(&set);
+    Ok(Refreshed {
+        set,
+        warnings,
+        watch_paths,
+        present,
+    })
+}
+
+fn describe(selector: &Selector) -> String {
+    match selector {
+        Selector::Nodes(n) => format!("nodes {}", n.path),
+        Selector::Pci(_) => "pci selector".to_owned(),
+        Selector::Usb(_) => "usb selector".to_owned(),
+    }
+}

@@ -1,0 +1,377 @@
+//! One resource at run time and its swap point: the loaded spec, the
+//! device set every `ListAndWatch` stream follows, and the candidates
+//! guests may read during RPCs, each replaced whole and read without
+//! locks. Only the refresh pipeline takes a lock (its own memory between
+//! runs); kubelet RPCs never wait for it, nor for a busy guest.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+use wdp_hardware::{Candidate, ChangeWatcher, HostRoot};
+
+use crate::cdi;
+use crate::config::CdiMode;
+use crate::device_set::{DeviceSet, SharedDeviceSet};
+use crate::error::ResourceError;
+use crate::guest_call::GuestCaller;
+use crate::metrics::Metrics;
+use crate::pipeline::{self, DiscoveryState, Mode, Refreshed};
+use crate::spec::ResourceSpec;
+
+/// One configured resource, shared by its gRPC server, its refresh loop
+/// and the reload logic.
+pub struct Resource {
+    name: String,
+    root: HostRoot,
+    spec: ArcSwap<ResourceSpec>,
+    devices: watch::Sender<SharedDeviceSet>,
+    /// Candidates present at the latest refresh: what guests may read.
+    present: ArcSwap<Vec<Candidate>>,
+    /// The pipeline's memory; taken only by refreshes and dry runs.
+    discovery: Mutex<DiscoveryState>,
+    /// The latest scan and fallback warnings, to log only changes.
+    warnings: Mutex<BTreeSet<String>>,
+    pub(crate) caller: GuestCaller,
+    metrics: Arc<Metrics>,
+    /// Wakes the refresh loop (new spec, explicit request).
+    refresh_wanted: Notify,
+    /// inotify on the selected hardware, where the kernel gives events;
+    /// `None` when it cannot be set up (polling still runs).
+    hardware: Option<ChangeWatcher>,
+    /// How long the latest discovery and health run took, time spent in
+    /// guests excepted (nanoseconds):
+    /// what the next poll waits for in proportion ([`POLL_COST_FACTOR`]).
+    refresh_cost_nanos: AtomicU64,
+    /// Where CDI specs go (`None` offline: nothing is written).
+    cdi_dir: Option<PathBuf>,
+    /// The CDI spec last written, to write only changes.
+    cdi_written: Mutex<Option<cdi::Spec>>,
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resource {
+    /// Creates the resource and runs its first discovery and health; fails
+    /// (naming the config file, guest and hook) when the hardware it names
+    /// cannot be read or a guest fails, so nothing half-configured is ever
+    /// served. Blocking. Also returns the warnings of the first scan.
+    pub fn new(
+        spec: ResourceSpec,
+        root: HostRoot,
+        metrics: Arc<Metrics>,
+        cdi_dir: Option<PathBuf>,
+    ) -> Result<(Arc<Self>, Vec<String>), ResourceError> {
+        let name = spec.config.resource.clone();
+        let resource = Arc::new(Self {
+            caller: GuestCaller::new(&name, root.clone(), metrics.clone()),
+            name,
+            root: root.clone(),
+            spec: ArcSwap::from_pointee(spec),
+            devices: watch::Sender::new(Arc::new(DeviceSet::default())),
+            present: ArcSwap::from_pointee(Vec::new()),
+            discovery: Mutex::new(DiscoveryState::default()),
+            warnings: Mutex::new(BTreeSet::new()),
+            metrics,
+            refresh_wanted: Notify::new(),
+            hardware: ChangeWatcher::new(&root)
+                .inspect_err(|error| tracing::warn!(%error, "no hardware events; polling only"))
+                .ok(),
+            cdi_dir,
+            cdi_written: Mutex::new(None),
+            refresh_cost_nanos: AtomicU64::new(0),
+        });
+        let refreshed = resource.compute(Mode::Strict)?;
+        let warnings = refreshed.warnings.clone();
+        *resource
+            .warnings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = warnings.iter().cloned().collect();
+        resource.publish(refreshed);
+        Ok((resource, warnings))
+    }
+
+    /// The extended resource name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where hardware is read.
+    pub fn root(&self) -> &HostRoot {
+        &self.root
+    }
+
+    /// The spec being served.
+    pub fn spec(&self) -> Arc<ResourceSpec> {
+        self.spec.load_full()
+    }
+
+    /// The device set being advertised.
+    pub fn devices(&self) -> SharedDeviceSet {
+        self.devices.borrow().clone()
+    }
+
+    /// The candidates present at the latest refresh.
+    pub(crate) fn present_candidates(&self) -> Arc<Vec<Candidate>> {
+        self.present.load_full()
+    }
+
+    /// A receiver that sees every new device set.
+    pub fn subscribe(&self) -> watch::Receiver<SharedDeviceSet> {
+        self.devices.subscribe()
+    }
+
+    /// The host's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Computes what `spec` would advertise, without publishing anything:
+    /// a reload's check before the swap. Blocking.
+    pub fn dry_run(&self, spec: &ResourceSpec) -> Result<(), ResourceError> {
+        let mut scratch = self
+            .discovery
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        pipeline::run(spec, &self.root, &self.caller, &mut scratch, Mode::Strict).map(drop)
+    }
+
+    /// Swaps in a new spec (config and guests) atomically. In-flight calls
+    /// finish with the spec they loaded; a refresh follows at once.
+    pub fn replace_spec(&self, spec: ResourceSpec) {
+        self.spec.store(Arc::new(spec));
+        self.refresh_wanted.notify_one();
+    }
+
+    /// Asks the refresh loop to run now.
+    pub fn request_refresh(&self) {
+        self.refresh_wanted.notify_one();
+    }
+
+    /// Rescans hardware and reruns discovery and health; publishes a new
+    /// device set when anything changed (returns whether it did). Failures
+    /// keep the last good state; warnings are logged when they appear and
+    /// when they clear. Blocking.
+    pub fn refresh(&self) -> bool {
+        match self.compute(Mode::Serving) {
+            Ok(refreshed) => {
+                self.log_warning_changes(&refreshed.warnings);
+                self.publish(refreshed)
+            }
+            Err(error) => {
+                self.log_warning_changes(&[error.to_string()]);
+                false
+            }
+        }
+    }
+
+    fn compute(&self, mode: Mode) -> Result<Refreshed, ResourceError> {
+        let started = Instant::now();
+        let guests_before = self.caller.blocking_time();
+        let spec = self.spec.load_full();
+        let mut state = self
+            .discovery
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let result = pipeline::run(&spec, &self.root, &self.caller, &mut state, mode);
+        // The host's own work only: time waiting for discovery and health
+        // guests (bounded by their deadlines) does not slow polling down.
+        let guests = self.caller.blocking_time().saturating_sub(guests_before);
+        let cost =
+            u64::try_from(started.elapsed().saturating_sub(guests).as_nanos()).unwrap_or(u64::MAX);
+        self.refresh_cost_nanos.store(cost, Ordering::Relaxed);
+        result
+    }
+
+    /// One WARN per warning that appears, one INFO when it clears.
+    fn log_warning_changes(&self, now: &[String]) {
+        let now: BTreeSet<String> = now.iter().cloned().collect();
+        let mut last = self.warnings.lock().unwrap_or_else(PoisonError::into_inner);
+        for warning in now.difference(&last) {
+            tracing::warn!(resource = %self.name, %warning, "resource problem; the last good state keeps serving where it must");
+        }
+        for warning in last.difference(&now) {
+            tracing::info!(resource = %self.name, %warning, "resource problem cleared");
+        }
+        *last = now;
+    }
+
+    fn publish(&self, refreshed: Refreshed) -> bool {
+        if let Some(watcher) = &self.hardware {
+            for warning in watcher.set_paths(&refreshed.watch_paths) {
+                tracing::debug!(resource = %self.name, %warning, "hardware watch");
+            }
+        }
+        self.present.store(refreshed.present);
+        let set = refreshed.set;
+        let healthy = set.healthy_count();
+        let unhealthy = set.len() - healthy;
+        let changed = self.devices.send_if_modified(|current| {
+            if Arc::ptr_eq(current, &set) || **current == *set {
+                false
+            } else {
+                *current = set;
+                true
+            }
+        });
+        self.metrics.set_devices(&self.name, healthy, unhealthy);
+        self.write_cdi_spec();
+        if healthy + unhealthy >= TRIM_AFTER_DEVICES {
+            // The previous set and this run's scratch are free now:
+            // megabytes for a large resource, which the allocator would keep.
+            wdp_policy::release_free_memory();
+        }
+        if changed {
+            tracing::info!(resource = %self.name, healthy, unhealthy, "device list changed");
+        }
+        changed
+    }
+
+    /// Writes the resource's CDI spec when it differs from the last one
+    /// written; removes it when `cdi` was turned off.
+    fn write_cdi_spec(&self) {
+        let Some(dir) = &self.cdi_dir else { return };
+        let spec = self.spec.load();
+        // A spec names at least one device (the CDI schema says so): a
+        // resource with none has no spec until it has devices again.
+        let set = self.devices.borrow().clone();
+        let wanted = (spec.config.cdi != CdiMode::Off && !set.is_empty())
+            .then(|| cdi::spec(&spec.config, &set));
+        let mut written = self
+            .cdi_written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *written == wanted {
+            return;
+        }
+        let result = match &wanted {
+            Some(cdi_spec) => cdi::write(dir, &self.name, cdi_spec).map(drop),
+            None => cdi::remove(dir, &self.name),
+        };
+        match result {
+            Ok(()) => *written = wanted,
+            Err(error) => {
+                tracing::warn!(resource = %self.name, dir = %dir.display(), %error, "cannot write the CDI spec; retrying at the next refresh")
+            }
+        }
+    }
+
+    /// Refreshes on every hardware event, poll tick or request until
+    /// `shutdown`; each refresh runs on a blocking thread.
+    ///
+    /// Polling never takes more than about 1/[`POLL_COST_FACTOR`] of a
+    /// core: when a refresh takes long (tens of thousands of devices), the
+    /// next poll waits that many times its duration if that is longer than
+    /// `poll-interval-ms`. Hardware events and requests still refresh at once.
+    pub async fn refresh_loop(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut changes = self.hardware.as_ref().map(ChangeWatcher::subscribe);
+        loop {
+            let last_cost = Duration::from_nanos(self.refresh_cost_nanos.load(Ordering::Relaxed));
+            let interval = poll_wait(self.spec().config.poll_interval, last_cost);
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+                _ = self.refresh_wanted.notified() => {}
+                alive = async { changes.as_mut()?.changed().await.then_some(()) }, if changes.is_some() => {
+                    if alive.is_none() {
+                        changes = None;
+                    }
+                }
+            }
+            let me = self.clone();
+            if let Err(error) = tokio::task::spawn_blocking(move || me.refresh()).await {
+                tracing::error!(resource = %self.name, %error, "refresh panicked; the last device list keeps serving");
+            }
+        }
+    }
+}
+
+/// From this many advertised devices on, a refresh hands the memory it
+/// freed back to the kernel ([`wdp_policy::release_free_memory`], about a
+/// millisecond).
+pub const TRIM_AFTER_DEVICES: usize = 1024;
+
+/// How many times a refresh's duration the next poll waits at least.
+pub const POLL_COST_FACTOR: u32 = 100;
+
+/// The wait before the next poll: `interval`, or [`POLL_COST_FACTOR`]
+/// times the last refresh's duration when that is longer.
+fn poll_wait(interval: Duration, last_cost: Duration) -> Duration {
+    interval.max(last_cost.saturating_mul(POLL_COST_FACTOR))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resource over `count` fixture nodes `/dev/many/dN`.
+    fn nodes_resource(count: usize) -> (tempfile::TempDir, Arc<Resource>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, config) = (tmp.path().join("root"), tmp.path().join("config"));
+        std::fs::create_dir_all(root.join("dev/many")).unwrap();
+        std::fs::create_dir_all(&config).unwrap();
+        for i in 0..count {
+            std::fs::write(root.join(format!("dev/many/d{i}")), b"").unwrap();
+        }
+        std::fs::write(
+            config.join("many.toml"),
+            "version = 1\nresource = \"example.com/many\"\n[[nodes]]\npath = \"/dev/many/d*\"\n",
+        )
+        .unwrap();
+        let config = crate::config::load_dir(&config).unwrap();
+        let engine = crate::loading::new_engine(&config).unwrap();
+        let spec = crate::loading::load_specs(&engine, &config)
+            .unwrap()
+            .into_values()
+            .next()
+            .unwrap();
+        let (resource, _) =
+            Resource::new(spec, HostRoot::new(&root), Metrics::new(), None).unwrap();
+        (tmp, resource)
+    }
+
+    #[test]
+    fn an_unchanged_refresh_keeps_the_advertised_set_itself() {
+        let (tmp, resource) = nodes_resource(3);
+        let first = resource.devices();
+        assert_eq!(first.len(), 3);
+        assert!(!resource.refresh());
+        // The very same set: no second copy, and its generation (which
+        // warm guest instances and their device tables are kept by) stays.
+        assert!(Arc::ptr_eq(&first, &resource.devices()));
+
+        // Hardware gone: listed Unhealthy, read back from the last set.
+        std::fs::remove_file(tmp.path().join("root/dev/many/d1")).unwrap();
+        assert!(resource.refresh());
+        let gone = resource.devices();
+        assert_ne!(gone.generation(), first.generation());
+        let d1 = gone.get("many-d1").unwrap();
+        assert!(!d1.healthy);
+        assert!(d1.reason.contains("many-d1"), "{}", d1.reason);
+        assert!(!resource.refresh());
+        assert!(Arc::ptr_eq(&gone, &resource.devices()));
+        assert_eq!(resource.devices().healthy_count(), 2);
+    }
+
+    #[test]
+    fn slow_refreshes_poll_less_often() {
+        let interval = Duration::from_secs(2);
+        assert_eq!(poll_wait(interval, Duration::from_millis(3)), interval);
+        assert_eq!(
+            poll_wait(interval, Duration::from_millis(150)),
+            Duration::from_secs(15)
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! A resource's configuration with its guests loaded and smoke-tested: the
+//! unit a reload swaps in.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use wdp_kubelet_api::v1beta1::DevicePluginOptions;
+use wdp_policy::{CallContext, CallLimits, Guest, Hook, NoHardware, PolicyEngine};
+
+use crate::config::{HookBinding, ResourceConfig};
+use crate::error::{GuestProblem, ResourceError};
+
+/// A resource's configuration with its guests loaded and smoke-tested.
+#[derive(Clone)]
+pub struct ResourceSpec {
+    /// The validated resource file.
+    pub config: ResourceConfig,
+    /// The guest of each bound hook.
+    pub guests: BTreeMap<Hook, Arc<Guest>>,
+}
+
+impl std::fmt::Debug for ResourceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceSpec")
+            .field("resource", &self.config.resource)
+            .field("hooks", &self.guests.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ResourceSpec {
+    /// Loads every guest `config` binds (compiling it, or taking it from
+    /// the engine's cache), checks it exports its hook and smoke-tests it.
+    /// Blocking.
+    pub fn load(engine: &PolicyEngine, config: &ResourceConfig) -> Result<Self, ResourceError> {
+        let mut guests = BTreeMap::new();
+        for binding in &config.hooks {
+            let fail = |source: GuestProblem| ResourceError::Guest {
+                file: config.file.clone(),
+                hook: binding.hook,
+                guest: binding.guest.clone(),
+                source: Box::new(source),
+            };
+            let guest = engine
+                .load_file(&binding.guest)
+                .map_err(|e| fail(e.into()))?;
+            if !guest.exports(binding.hook) {
+                let exported: Vec<String> = guest.hooks().iter().map(|h| h.to_string()).collect();
+                return Err(fail(GuestProblem::NotExported {
+                    hook: binding.hook,
+                    exported: exported.join(", "),
+                }));
+            }
+            let ctx = CallContext {
+                limits: limits(binding),
+                services: Arc::new(NoHardware),
+                config: Arc::new(config.guest_config.clone()),
+                resource: config.resource.clone(),
+                generation: None,
+                claim: None,
+            };
+            guest
+                .smoke_test(&ctx)
+                .map_err(|e| fail(GuestProblem::SmokeTest(e)))?;
+            guests.insert(binding.hook, guest);
+        }
+        Ok(Self {
+            config: config.clone(),
+            guests,
+        })
+    }
+
+    /// The options registered with the kubelet.
+    pub fn options(&self) -> DevicePluginOptions {
+        DevicePluginOptions {
+            pre_start_required: self.config.pre_start_required,
+            get_preferred_allocation_available: self.config.get_preferred_allocation,
+        }
+    }
+
+    /// The binding and guest of `hook`, when a guest implements it.
+    pub fn bound(&self, hook: Hook) -> Option<(&HookBinding, &Arc<Guest>)> {
+        Some((self.config.hook(hook)?, self.guests.get(&hook)?))
+    }
+
+    /// Whether `config` describes this very spec: the same configuration
+    /// and, for every hook, a guest file whose content is the build this
+    /// spec loaded. A reload keeps such a resource as it is, without
+    /// loading or smoke-testing its guests again. A guest file that cannot
+    /// be read counts as changed (the full load then says why).
+    pub fn unchanged_for(&self, config: &ResourceConfig) -> bool {
+        self.config == *config
+            && config.hooks.len() == self.guests.len()
+            && config.hooks.iter().all(|binding| {
+                self.guests.get(&binding.hook).is_some_and(|guest| {
+                    wdp_policy::guest_file_hash(&binding.guest)
+                        .is_ok_and(|hash| hash == guest.content_hash())
+                })
+            })
+    }
+
+    /// Whether `other` has the same configuration and the same guest
+    /// builds (by content hash).
+    pub fn same_as(&self, other: &ResourceSpec) -> bool {
+        self.config == other.config
+            && self.guests.len() == other.guests.len()
+            && self.guests.iter().all(|(hook, g)| {
+                other
+                    .guests
+                    .get(hook)
+                    .is_some_and(|h| h.content_hash() == g.content_hash())
+            })
+    }
+}
+
+/// The call limits of a hook binding.
+pub fn limits(binding: &HookBinding) -> CallLimits {
+    CallLimits {
+        timeout: binding.timeout,
+        memory_bytes: binding.memory_limit_bytes,
+    }
+}
