@@ -53,7 +53,7 @@ impl Confined {
             .arg("--")
             .arg(binary)
             .args(args)
-            .env("RUST_LOG", "info,wdp_host=debug")
+            .env("RUST_LOG", "info,wdp_host=debug,wdp_resource=debug,wdp_device_plugin=debug,wdp_dra_driver=debug,wdp_kubelet_socket=debug")
             .stdout(Stdio::null())
             .stderr(file)
             .kill_on_drop(true)

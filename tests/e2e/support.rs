@@ -158,7 +158,7 @@ impl Plugin {
         let file = std::fs::File::create(&log).unwrap();
         let child = tokio::process::Command::new(binary())
             .args(args)
-            .env("RUST_LOG", "info,wdp_host=debug")
+            .env("RUST_LOG", "info,wdp_host=debug,wdp_resource=debug,wdp_device_plugin=debug,wdp_dra_driver=debug,wdp_kubelet_socket=debug")
             .stdout(Stdio::null())
             .stderr(file)
             .kill_on_drop(true)

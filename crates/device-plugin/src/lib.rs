@@ -1,9 +1,9 @@
 //! The device-plugin transport: each device-plugin resource served to the
 //! kubelet through its `v1beta1.DevicePlugin` gRPC service, on a socket of
-//! its own in the device-plugin folder. [`server`] binds the socket
+//! its own in the device-plugin folder. `server` binds the socket
 //! before registering (on `kubelet.sock` or through the plugin watcher),
 //! and serves and registers again after every kubelet restart;
-//! [`service`] answers the five RPCs and fans `ListAndWatch` out from the
+//! `service` answers the five RPCs and fans `ListAndWatch` out from the
 //! resource's device set.
 //!
 //! It makes no decision of its own: which devices exist, their health and
@@ -13,7 +13,7 @@
 
 #![warn(missing_docs)]
 
-pub mod server;
-pub mod service;
+mod server;
+mod service;
 
 pub use server::{FolderEvent, RegisterError, ServerHandle};

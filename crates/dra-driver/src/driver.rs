@@ -33,7 +33,7 @@ use wdp_kubelet_socket::AuthorityFix;
 use wdp_kubelet_socket::plugin_watcher::{
     RegistrationSocket, dra_plugin_info, dra_registration_socket_name,
 };
-use wdp_resource::resource::Resource;
+use wdp_resource::Resource;
 
 /// The gRPC services a driver offers the kubelet, newest first (the
 /// kubelet takes the first `DRAPlugin` and the first `DRAResourceHealth`

@@ -3,16 +3,17 @@
 //! device-plugin API, driven by the same guests and the same
 //! [`wdp_resource::Resource`] swap point.
 //!
-//! Map, one job per module: [`devices`] turns a device set into the DRA
+//! Map, one job per module: `devices` turns a device set into the DRA
 //! devices (names, attributes, health taints) a ResourceSlice carries;
-//! [`publish`] keeps the driver's slices following the device set;
-//! [`health`] serves the kubelet's `DRAResourceHealth` stream;
-//! [`checkpoint`] is the on-disk record of prepared claims; [`prepare`]
-//! holds the per-claim prepare and unprepare decisions and [`claim_cdi`]
-//! the CDI spec of one claim; [`service`] is the `DRAPlugin` gRPC side (v1
-//! and v1beta1); [`kube_api`] connects to the API server; [`driver`] runs
-//! one driver (sockets, registration, slice publishing, health stream);
-//! [`report`] is what `check` prints of a DRA resource.
+//! `publish` keeps the driver's slices following the device set
+//! ([`SliceSync`]); `health` serves the kubelet's `DRAResourceHealth`
+//! stream ([`HealthService`]); `checkpoint` is the on-disk record of
+//! prepared claims; `prepare` holds the per-claim prepare and unprepare
+//! decisions and `claim_cdi` the CDI spec of one claim; `service` is the
+//! `DRAPlugin` gRPC side (v1 and v1beta1); `kube_api` connects to the API
+//! server ([`connect`], [`DraApi`]); `driver` runs one driver (sockets,
+//! registration, slice publishing, health stream: [`DraDriver`]); `report`
+//! is what `check` prints of a DRA resource ([`dra_report`]).
 //!
 //! It does not parse the configuration, load guests or read hardware
 //! (`wdp-resource` does), nor decide when a driver starts, stops or is
@@ -21,21 +22,23 @@
 
 #![warn(missing_docs)]
 
-pub mod checkpoint;
-pub mod claim_cdi;
-pub mod devices;
-pub mod driver;
-pub mod error;
-pub mod health;
-pub mod kube_api;
-pub mod prepare;
-pub mod publish;
-pub mod report;
-pub mod service;
+mod checkpoint;
+mod claim_cdi;
+mod devices;
+mod driver;
+mod error;
+mod health;
+mod kube_api;
+mod prepare;
+mod publish;
+mod report;
+mod service;
 
 pub use driver::{DraDriver, DriverPaths};
 pub use error::DraError;
-pub use kube_api::DraApi;
-pub use report::DraReport;
+pub use health::HealthService;
+pub use kube_api::{DraApi, connect};
+pub use publish::SliceSync;
+pub use report::{DraReport, dra_report};
 /// What [`DraDriver::publish_status`] reports, from the slice publisher.
 pub use wdp_dra_client::PublishStatus;

@@ -26,8 +26,8 @@ use tokio::sync::Mutex;
 
 use crate::checkpoint::{Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim_cdi;
+use wdp_resource::Resource;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
-use wdp_resource::resource::Resource;
 
 /// A claim as the kubelet names it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::codec::Streaming;
 use wdp_dra_client::naming;
-use wdp_dra_driver::health::HealthService;
+use wdp_dra_driver::HealthService;
 use wdp_kubelet_api::dra_health::{v1, v1alpha1};
 use wdp_policy::types::{Device, Verdict};
 use wdp_resource::DeviceSet;

@@ -13,7 +13,7 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wdp_dra_client::{PoolTarget, SlicePublisher, naming};
-use wdp_dra_driver::publish::SliceSync;
+use wdp_dra_driver::SliceSync;
 use wdp_fake_apiserver::FakeApiServer;
 use wdp_policy::types::{Device, Verdict};
 use wdp_resource::device_set::SharedDeviceSet;

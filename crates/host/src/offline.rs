@@ -8,7 +8,7 @@ use std::sync::Arc;
 use wdp_hardware::HostRoot;
 use wdp_policy::Hook;
 
-use wdp_dra_driver::report::{DraReport, dra_report};
+use wdp_dra_driver::{DraReport, dra_report};
 use wdp_resource::config::{self, CdiMode};
 use wdp_resource::loading::{load_specs, new_engine};
 use wdp_resource::{DeviceSet, Metrics, Resource, ResourceError};

@@ -83,10 +83,9 @@ impl Host {
         }
         preflight::check_dra_setup(&options, &config)?;
         let dra_api = match config.dra_resources().next() {
-            Some((_, first)) => Some(
-                wdp_dra_driver::kube_api::connect(options.kubeconfig.as_deref(), &first.file)
-                    .await?,
-            ),
+            Some((_, first)) => {
+                Some(wdp_dra_driver::connect(options.kubeconfig.as_deref(), &first.file).await?)
+            }
             None => None,
         };
         let engine = new_engine(&config)?;
@@ -257,7 +256,7 @@ impl Host {
                         Some(existing) => existing.clone(),
                         None => api
                             .insert(
-                                wdp_dra_driver::kube_api::connect(
+                                wdp_dra_driver::connect(
                                     self.options.kubeconfig.as_deref(),
                                     &resource.spec().config.file,
                                 )

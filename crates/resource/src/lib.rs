@@ -15,30 +15,31 @@
 //!
 //! The modules, in the order data flows: [`config`] parses the directory
 //! and [`limits`] bounds every size; [`loading`] and [`spec`] put a
-//! resource's guests in service; [`pipeline`] turns hardware into a
-//! [`device_set`] through discovery and health ([`builtin`] policy or a
+//! resource's guests in service; `pipeline` turns hardware into a
+//! [`device_set`] through discovery and health (`builtin` policy or a
 //! guest, through the one call path of [`guest_call`], answers checked by
-//! [`validate`], with [`companions`] added); [`resource`] is the
-//! per-resource swap point and [`admission`] the decisions on top of it;
-//! [`cdi`] writes CDI specs; [`metrics`] counts; [`error`] says what stops
-//! a resource from being served.
+//! [`validate`], with [`companions`] added); `resource` is the
+//! per-resource swap point ([`Resource`]) and `admission` the decisions on
+//! top of it ([`Resource::allocate`]); [`cdi`] writes CDI specs;
+//! [`metrics`] counts; `error` says what stops a resource from being
+//! served ([`ResourceError`]).
 
 #![warn(missing_docs)]
 
-pub mod admission;
-pub mod builtin;
+mod admission;
+mod builtin;
 pub mod cdi;
 pub mod companions;
 pub mod config;
 mod convert;
 pub mod device_set;
-pub mod error;
+mod error;
 pub mod guest_call;
 pub mod limits;
 pub mod loading;
 pub mod metrics;
-pub mod pipeline;
-pub mod resource;
+mod pipeline;
+mod resource;
 mod services;
 pub mod spec;
 pub mod validate;

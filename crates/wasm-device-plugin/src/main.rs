@@ -1,8 +1,9 @@
 //! `wasm-device-plugin`: the command line around the host. `run` serves
 //! the kubelet, `check` validates a config directory offline, `demo` runs
 //! the host against an in-process simulated kubelet. This binary owns
-//! logging, the metrics/health HTTP endpoint and signal handling; all
-//! device-plugin logic lives in `wdp-host`.
+//! logging, the metrics/health HTTP endpoint and signal handling; the
+//! supervisor lives in `wdp-host`, and what it serves in the crates below
+//! it (`docs/architecture.md` draws them).
 
 mod demo;
 mod demo_dra;
