@@ -271,7 +271,7 @@ impl Resource {
     /// Refreshes on every hardware event, poll tick or request until
     /// `shutdown`; each refresh runs on a blocking thread.
     ///
-    /// Polling never takes more than about 1/[`POLL_COST_FACTOR`] of a
+    /// Polling never takes more than about 1/`POLL_COST_FACTOR` of a
     /// core: when a refresh takes long (tens of thousands of devices), the
     /// next poll waits that many times its duration if that is longer than
     /// `poll-interval-ms`. Hardware events and requests still refresh at once.
