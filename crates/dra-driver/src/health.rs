@@ -82,7 +82,7 @@ struct Inner {
 impl HealthService {
     /// The service of `driver`, reading `devices` (the resource's device
     /// set, see `Resource::subscribe`) and naming `pool_name` (the node
-    /// name) in every update, with [`DEFAULT_HEALTH_CHECK_TIMEOUT`].
+    /// name) in every update, with `DEFAULT_HEALTH_CHECK_TIMEOUT`.
     pub fn new(
         devices: watch::Receiver<SharedDeviceSet>,
         driver: impl Into<String>,
