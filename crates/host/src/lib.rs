@@ -31,7 +31,7 @@ mod watch;
 
 pub use error::HostError;
 pub use offline::{
-    LoadedResource, PrecompileReport, ResourceReport, check, load_offline, precompile,
+    HookReport, LoadedResource, PrecompileReport, ResourceReport, check, load_offline, precompile,
 };
 pub use options::{DEFAULT_PLUGINS_DIR, DEFAULT_STATE_DIR, HostOptions};
 pub use reload::ReloadSummary;

@@ -30,8 +30,8 @@ pub struct ResourceReport {
     pub get_preferred_allocation: bool,
     /// How `Allocate` names devices (`cdi`).
     pub cdi: CdiMode,
-    /// Each bound hook with its guest's name.
-    pub hooks: Vec<(Hook, String)>,
+    /// Each bound hook with its guest.
+    pub hooks: Vec<HookReport>,
     /// What it would advertise now (companions included).
     pub devices: DeviceSet,
     /// Problems of the hardware scan.
@@ -39,6 +39,20 @@ pub struct ResourceReport {
     /// For a DRA resource: its driver, each device's DRA name and what
     /// the API server would refuse or drop.
     pub dra: Option<DraReport>,
+}
+
+/// A hook of a resource and the guest bound to it, as `check` prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookReport {
+    /// The hook.
+    pub hook: Hook,
+    /// The guest's name (its file name).
+    pub guest: String,
+    /// The SHA-256 of the guest file loaded (lower-case hex): what a
+    /// `sha256` pin of the hook must say.
+    pub sha256: String,
+    /// Whether the configuration pins it.
+    pub pinned: bool,
 }
 
 /// What [`precompile`] did.
@@ -118,7 +132,15 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
                 hooks: spec
                     .guests
                     .iter()
-                    .map(|(h, g)| (*h, g.name().to_owned()))
+                    .map(|(hook, guest)| HookReport {
+                        hook: *hook,
+                        guest: guest.name().to_owned(),
+                        sha256: guest.content_hash().to_owned(),
+                        pinned: spec
+                            .config
+                            .hook(*hook)
+                            .is_some_and(|binding| binding.sha256.is_some()),
+                    })
                     .collect(),
                 devices: (*resource.devices()).clone(),
                 warnings,

@@ -243,11 +243,26 @@ impl PolicyEngine {
     /// read without end or hanging the caller.
     pub fn load_file(&self, path: &Path) -> Result<Arc<Guest>, LoadError> {
         let bytes = read_guest_file(path)?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string());
-        self.load_bytes(&name, &bytes)
+        self.load_bytes(&guest_name(path), &bytes)
+    }
+
+    /// [`Self::load_file`] for a guest pinned by digest: the bytes read are
+    /// hashed first, and unless their SHA-256 is `sha256` (lower-case hex,
+    /// as [`Guest::content_hash`] and `check` print it) the file is refused
+    /// with [`LoadError::DigestMismatch`] before anything is compiled. The
+    /// bytes checked are the bytes loaded: a file swapped between the two
+    /// cannot slip through.
+    pub fn load_pinned_file(&self, path: &Path, sha256: &str) -> Result<Arc<Guest>, LoadError> {
+        let bytes = read_guest_file(path)?;
+        let actual = content_hash(&bytes);
+        if actual != sha256 {
+            return Err(LoadError::DigestMismatch {
+                path: path.to_path_buf(),
+                expected: sha256.to_owned(),
+                actual,
+            });
+        }
+        self.load_bytes(&guest_name(path), &bytes)
     }
 
     /// Loads a guest from its bytes: compiles it (once per content hash),
@@ -308,6 +323,13 @@ impl PolicyEngine {
 
 /// Reads a guest file: a regular file only (symlinks followed), at most
 /// [`MAX_GUEST_FILE_BYTES`], opened without blocking.
+/// A guest's name: its file name.
+fn guest_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
 fn read_guest_file(path: &Path) -> Result<Vec<u8>, LoadError> {
     read_regular_file(path, MAX_GUEST_FILE_BYTES).map_err(|e| match e {
         RegularFileError::Io(source) => LoadError::Read {

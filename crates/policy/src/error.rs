@@ -55,6 +55,20 @@ pub enum LoadError {
         /// The limit in bytes.
         limit: u64,
     },
+    /// The guest file's SHA-256 is not the one its configuration pins
+    /// ([`crate::PolicyEngine::load_pinned_file`]); nothing was compiled.
+    #[error(
+        "guest {path}: its SHA-256 is {actual}, but the configuration pins {expected}; \
+         the file is refused (deploy the pinned build, or pin the digest `check` prints)"
+    )]
+    DigestMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The pinned digest (lower-case hex).
+        expected: String,
+        /// The file's digest (lower-case hex).
+        actual: String,
+    },
     /// The bytes are not a valid component (or a core module was given).
     #[error("guest {guest:?} is not a valid WebAssembly component: {detail}")]
     Compile {

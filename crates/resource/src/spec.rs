@@ -41,9 +41,11 @@ impl ResourceSpec {
                 guest: binding.guest.clone(),
                 source: Box::new(source),
             };
-            let guest = engine
-                .load_file(&binding.guest)
-                .map_err(|e| fail(e.into()))?;
+            let loaded = match &binding.sha256 {
+                Some(pin) => engine.load_pinned_file(&binding.guest, pin),
+                None => engine.load_file(&binding.guest),
+            };
+            let guest = loaded.map_err(|e| fail(e.into()))?;
             if !guest.exports(binding.hook) {
                 let exported: Vec<String> = guest.hooks().iter().map(|h| h.to_string()).collect();
                 return Err(fail(GuestProblem::NotExported {

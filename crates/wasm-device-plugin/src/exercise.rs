@@ -63,7 +63,11 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
         println!("\n{} ({})", resource.name(), spec.config.file.display());
         println!("  {}", args.registration.describe(&spec.config.socket));
         for (hook, guest) in &spec.guests {
-            println!("  hook {hook}: guest {}", guest.name());
+            println!(
+                "  hook {hook}: guest {} sha256:{}",
+                guest.name(),
+                guest.content_hash()
+            );
         }
         for warning in warnings {
             println!("  warning: {warning}");

@@ -335,8 +335,9 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             );
             println!("  {}", args.registration.describe(&r.socket));
         }
-        for (hook, guest) in &r.hooks {
-            println!("  hook {hook}: {guest}");
+        for h in &r.hooks {
+            let pinned = if h.pinned { " (pinned)" } else { "" };
+            println!("  hook {}: {} sha256:{}{pinned}", h.hook, h.guest, h.sha256);
         }
         if r.cdi != wdp_resource::config::CdiMode::Off {
             let mode = if r.cdi == wdp_resource::config::CdiMode::Names {

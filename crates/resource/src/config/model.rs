@@ -29,6 +29,8 @@ pub struct HookBinding {
     pub hook: Hook,
     /// Absolute (or config-dir-joined) path of the guest.
     pub guest: PathBuf,
+    /// The SHA-256 the guest file must have (lower-case hex), when pinned.
+    pub sha256: Option<String>,
     /// Deadline of each call.
     pub timeout: Duration,
     /// Memory cap of each call.

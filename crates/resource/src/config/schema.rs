@@ -264,6 +264,8 @@ pub(super) struct RawHooks {
 pub struct HookConfig {
     /// Path of the `.wasm` component, relative to the config directory.
     pub guest: PathBuf,
+    /// The guest file's pinned SHA-256 (64 hex digits), when set.
+    pub sha256: Option<String>,
     /// Deadline of each call, in milliseconds.
     pub timeout_ms: Option<u64>,
     /// Memory cap of each call, in MiB.

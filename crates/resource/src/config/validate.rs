@@ -149,6 +149,13 @@ pub fn parse_resource(
                 "must name a .wasm component, relative to the config directory or absolute",
             ));
         }
+        let sha256 = match &config.sha256 {
+            None => None,
+            Some(pin) => Some(
+                parse_sha256(pin)
+                    .map_err(|p| ConfigError::invalid(file, &format!("{field}.sha256"), p))?,
+            ),
+        };
         let timeout_ms = config.timeout_ms.unwrap_or(host.hook_defaults.timeout_ms);
         if timeout_ms == 0 {
             return Err(ConfigError::invalid(
@@ -170,6 +177,7 @@ pub fn parse_resource(
         hooks.push(HookBinding {
             hook,
             guest: dir.join(&config.guest),
+            sha256,
             timeout: Duration::from_millis(timeout_ms),
             memory_limit_bytes: memory_mib * 1024 * 1024,
             on_error: config.on_error.unwrap_or(host.hook_defaults.on_error),
@@ -222,6 +230,19 @@ pub fn parse_resource(
 /// A `replicas` count: at least 1, and at most
 /// [`MAX_DEVICES_PER_RESOURCE`], since even one matched node shared more
 /// times than that cannot fit the kubelet's message limit.
+/// A guest's digest pin: 64 hexadecimal digits (a `sha256:` prefix, as
+/// OCI tools print digests, is accepted), returned in lower case.
+fn parse_sha256(pin: &str) -> Result<String, String> {
+    let hex = pin.strip_prefix("sha256:").unwrap_or(pin);
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "{pin:?} is not a SHA-256 digest: it must be 64 hexadecimal digits \
+             (`check` and `test` print each guest's)"
+        ));
+    }
+    Ok(hex.to_ascii_lowercase())
+}
+
 fn validate_replicas(n: i64) -> Result<u32, String> {
     if n < 1 {
         return Err(format!("{n}: must be at least 1"));
