@@ -13,6 +13,7 @@ mod hardware;
 mod hostile_input;
 mod least_privilege;
 mod ops;
+mod package;
 mod plugin_watcher;
 mod polyglot;
 mod recipes;

@@ -9,6 +9,7 @@ mod demo;
 mod demo_dra;
 mod exercise;
 mod http;
+mod package;
 mod precompile;
 mod registration;
 mod tasks;
@@ -80,6 +81,10 @@ enum Command {
     /// host.toml names as precompiled-cache-dir, so that `run` maps them
     /// instead of compiling (`run` does this itself in a child process).
     Precompile(precompile::PrecompileArgs),
+    /// Write a folder of guests (and optionally a config folder) as a
+    /// reproducible OCI image archive to push to a registry and mount as
+    /// an image volume; prints the digest to pin.
+    Package(package::PackageArgs),
     /// Run the host on a config directory against an in-process simulated
     /// kubelet, print what registered and advertised, admit a sample
     /// container per resource, and keep running until interrupted.
@@ -238,6 +243,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Test(args) => exercise::run(args).await,
             Command::Record(args) => offline(move || record(args)).await,
+            Command::Package(args) => offline(move || package::run(args)).await,
         }
     });
     // A guest call still running on a blocking thread (a slow hook near its

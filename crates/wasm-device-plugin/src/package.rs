@@ -1,0 +1,82 @@
+//! `package`: a folder of guests (and optionally a configuration folder)
+//! written as a reproducible OCI image archive, each guest first loaded
+//! the way the host loads it, so that an image holding a file the host
+//! would refuse is never written.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use wdp_guest_package::{PackageOptions, package};
+use wdp_policy::{EngineSettings, PolicyEngine};
+
+#[derive(Debug, clap::Args)]
+pub struct PackageArgs {
+    /// Folder of built guests (`.wasm` components); it becomes `guests/`
+    /// in the image, subfolders included.
+    #[arg(long)]
+    guests: PathBuf,
+
+    /// A configuration folder to ship as `config/` beside the guests.
+    #[arg(long)]
+    config: Option<PathBuf>,
+
+    /// The OCI archive to write.
+    #[arg(long, default_value = "guests.oci.tar")]
+    output: PathBuf,
+
+    /// The name the archive's index gives the image
+    /// (`org.opencontainers.image.ref.name`).
+    #[arg(long, default_value = "latest")]
+    tag: String,
+
+    /// The architecture the image config names: container runtimes match
+    /// it to the node's before mounting the image.
+    #[arg(long, default_value = default_architecture())]
+    architecture: String,
+
+    /// Timestamp of every file and of the image, in seconds since the Unix
+    /// epoch.
+    #[arg(long, env = "SOURCE_DATE_EPOCH", default_value_t = 0)]
+    epoch: u64,
+}
+
+/// The OCI name of this build's architecture.
+fn default_architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}
+
+/// Packages, after loading every guest with the host's rules; prints the
+/// digest to pin and each guest's own digest.
+pub fn run(args: PackageArgs) -> anyhow::Result<()> {
+    let options = PackageOptions {
+        guests: args.guests,
+        config: args.config,
+        output: args.output,
+        tag: args.tag,
+        architecture: args.architecture,
+        epoch: args.epoch,
+    };
+    let files = wdp_guest_package::collect_inputs(&options.guests, options.config.as_deref())?;
+    let engine = PolicyEngine::new(EngineSettings::default())?;
+    for file in files.iter().filter(|f| f.is_guest()) {
+        engine
+            .load_bytes(&file.path, &file.bytes)
+            .with_context(|| format!("{}: not a guest this host loads", file.path))?;
+    }
+    let report = package(&options)?;
+    println!("wrote {}", report.output.display());
+    for file in &report.files {
+        println!("  {} {}", file.path, file.digest);
+    }
+    println!(
+        "layer {} ({} bytes)",
+        report.layer_digest, report.layer_bytes
+    );
+    println!("digest {}", report.manifest_digest);
+    Ok(())
+}
