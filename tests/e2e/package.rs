@@ -87,7 +87,9 @@ fn packaged_guests_are_served_from_the_mounted_image_with_a_pin_copied_from_pack
     ]);
     assert_eq!(code, 0, "{out}{stderr}");
     assert!(
-        out.contains(&format!("hook allocate: allocate-shaper.wasm sha256:{pin} (pinned)")),
+        out.contains(&format!(
+            "hook allocate: allocate-shaper.wasm sha256:{pin} (pinned)"
+        )),
         "{out}"
     );
 }

@@ -7,11 +7,11 @@ use std::io::Write;
 
 use serde_json::json;
 
-use crate::collect::PackagedFile;
+use crate::PackageOptions;
+use crate::collect::{INSTALLER_PATH, PackagedFile};
 use crate::digest::sha256;
 use crate::error::PackageError;
 use crate::layer::{Layer, header};
-use crate::PackageOptions;
 
 /// `mediaType` of an OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -40,8 +40,15 @@ impl Image {
     /// The image of `layer` holding `files`.
     pub fn new(layer: &Layer, files: &[PackagedFile], options: &PackageOptions) -> Self {
         let created = rfc3339(options.epoch);
+        let installer = files.iter().any(|f| f.path == INSTALLER_PATH);
+        let entrypoint = if installer {
+            json!({"Entrypoint": [format!("/{INSTALLER_PATH}"), "install-guests"], "User": "65534:65534"})
+        } else {
+            json!({})
+        };
         let config = json!({
             "architecture": options.architecture,
+            "config": entrypoint,
             "created": created,
             "history": [{
                 "created": created,
@@ -104,11 +111,7 @@ impl Image {
     }
 
     /// Writes the OCI archive to `out`, every entry stamped with `epoch`.
-    pub fn write_archive(
-        &self,
-        out: &mut impl Write,
-        epoch: u64,
-    ) -> Result<(), PackageError> {
+    pub fn write_archive(&self, out: &mut impl Write, epoch: u64) -> Result<(), PackageError> {
         let error = |source| PackageError::Output {
             path: "<archive>".into(),
             source,

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use crate::digest::sha256;
 use crate::error::PackageError;
 
+/// Where an installer binary lives in the image (its entrypoint).
+pub const INSTALLER_PATH: &str = "usr/local/bin/wasm-device-plugin";
+
 /// One file of the layer.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PackagedFile {
@@ -20,6 +23,8 @@ pub struct PackagedFile {
     /// Its digest, `sha256:…` (for a guest: what a `sha256` pin names,
     /// without the prefix).
     pub digest: String,
+    /// Whether it is executable (the installer).
+    pub executable: bool,
 }
 
 impl std::fmt::Debug for PackagedFile {
@@ -60,17 +65,74 @@ pub fn collect_inputs(
     Ok(files)
 }
 
+/// The installer binary at `path`, as [`INSTALLER_PATH`]: a regular
+/// file that is a statically linked ELF executable (a scratch image holds
+/// no dynamic loader or libc for any other).
+pub fn read_installer(path: &Path) -> Result<PackagedFile, PackageError> {
+    let meta = std::fs::metadata(path).map_err(read(path))?;
+    if !meta.is_file() {
+        return Err(PackageError::NotAFile {
+            path: path.to_owned(),
+            kind: special_kind(&meta),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(read(path))?;
+    if !is_static_elf(&bytes) {
+        return Err(PackageError::NotStatic {
+            path: path.to_owned(),
+        });
+    }
+    Ok(PackagedFile {
+        path: INSTALLER_PATH.to_owned(),
+        digest: sha256(&bytes),
+        bytes,
+        executable: true,
+    })
+}
+
+/// Whether `bytes` are an ELF executable with no program interpreter
+/// (`PT_INTERP`), i.e. one that runs without a dynamic loader.
+fn is_static_elf(bytes: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
+        return false; // Not a 64-bit little-endian ELF file.
+    }
+    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+    let u32_at = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    };
+    let Some(table) = u64_at(0x20) else {
+        return false;
+    };
+    let entry_size = usize::from(u16_at(0x36));
+    let entries = usize::from(u16_at(0x38));
+    (0..entries).all(|i| {
+        let at = usize::try_from(table)
+            .unwrap_or(usize::MAX)
+            .saturating_add(i * entry_size);
+        u32_at(at).is_some_and(|kind| kind != PT_INTERP)
+    })
+}
+
+fn read(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError + '_ {
+    move |source| PackageError::Read {
+        path: path.to_owned(),
+        source,
+    }
+}
+
 fn collect_folder(
     folder: &Path,
     prefix: &str,
     files: &mut Vec<PackagedFile>,
 ) -> Result<(), PackageError> {
-    fn read(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError + '_ {
-        move |source| PackageError::Read {
-            path: path.to_owned(),
-            source,
-        }
-    }
     let root = folder.canonicalize().map_err(read(folder))?;
     if !root.is_dir() {
         return Err(PackageError::NotAFile {
@@ -109,6 +171,7 @@ fn collect_folder(
                     path: image_path,
                     digest: sha256(&bytes),
                     bytes,
+                    executable: false,
                 });
             } else {
                 return Err(PackageError::NotAFile {

@@ -24,7 +24,9 @@ pub enum PackageError {
         kind: &'static str,
     },
     /// A symlink whose target lies outside the folder being packaged.
-    #[error("{path}: a symlink to {target}, outside {folder}; a package holds only what its folders hold")]
+    #[error(
+        "{path}: a symlink to {target}, outside {folder}; a package holds only what its folders hold"
+    )]
     SymlinkOut {
         /// The symlink.
         path: PathBuf,
@@ -38,6 +40,14 @@ pub enum PackageError {
     NoGuests {
         /// The guests folder.
         folder: PathBuf,
+    },
+    /// An installer that is not a statically linked executable.
+    #[error(
+        "{path}: not a statically linked ELF executable; the image has no loader or libc, so ship the static (musl) build"
+    )]
+    NotStatic {
+        /// The file.
+        path: PathBuf,
     },
     /// A name the layer cannot hold (not UTF-8).
     #[error("{path}: the name is not UTF-8, which an image layer's paths must be")]

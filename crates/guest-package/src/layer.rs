@@ -1,6 +1,7 @@
 //! The image's one layer: a tar of the packaged files with every field
 //! that could differ between machines fixed (owner 0:0, no user or group
-//! names, mode 0755 for folders and 0644 for files, one timestamp), then
+//! names, mode 0755 for folders and the installer, 0644 for every other
+//! file, one timestamp), then
 //! gzip with no name and no time in its header.
 
 use std::collections::BTreeSet;
@@ -45,9 +46,10 @@ pub fn build(files: &[PackagedFile], epoch: u64) -> Result<Layer, PackageError> 
                     .map_err(tar_error)?;
             }
         }
+        let mode = if file.executable { 0o755 } else { 0o644 };
         let mut header = header(
             tar::EntryType::Regular,
-            0o644,
+            mode,
             file.bytes.len() as u64,
             epoch,
         );

@@ -22,12 +22,14 @@ pub mod archive;
 pub mod collect;
 mod digest;
 mod error;
+mod install;
 pub mod layer;
 
 use std::path::{Path, PathBuf};
 
-pub use collect::{PackagedFile, collect_inputs};
+pub use collect::{INSTALLER_PATH, PackagedFile, collect_inputs, read_installer};
 pub use error::PackageError;
+pub use install::install_guests;
 
 /// What to package and where.
 #[derive(Clone, Debug)]
@@ -36,6 +38,11 @@ pub struct PackageOptions {
     pub guests: PathBuf,
     /// A configuration folder to ship as `config/`, when set.
     pub config: Option<PathBuf>,
+    /// A static build of the host binary to ship as
+    /// [`INSTALLER_PATH`], the image's entrypoint: an init container
+    /// running the image copies the guests out of it
+    /// (`install-guests`) where image volumes are not available.
+    pub installer: Option<PathBuf>,
     /// The OCI archive to write (`.oci.tar`).
     pub output: PathBuf,
     /// The name the archive's index gives the image
@@ -69,10 +76,16 @@ pub struct PackageReport {
 /// Packages `options.guests` (and `options.config`) into an OCI archive
 /// at `options.output`.
 pub fn package(options: &PackageOptions) -> Result<PackageReport, PackageError> {
-    let files = collect_inputs(&options.guests, options.config.as_deref())?;
+    let mut files = collect_inputs(&options.guests, options.config.as_deref())?;
+    if let Some(installer) = &options.installer {
+        files.push(read_installer(installer)?);
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+    }
     let layer = layer::build(&files, options.epoch)?;
     let image = archive::Image::new(&layer, &files, options);
-    write_atomically(&options.output, |out| image.write_archive(out, options.epoch))?;
+    write_atomically(&options.output, |out| {
+        image.write_archive(out, options.epoch)
+    })?;
     Ok(PackageReport {
         manifest_digest: image.manifest_digest().to_owned(),
         layer_digest: layer.digest.clone(),

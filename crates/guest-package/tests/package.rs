@@ -12,6 +12,7 @@ fn options(dir: &Path, output: &str) -> PackageOptions {
     PackageOptions {
         guests: dir.join("guests"),
         config: None,
+        installer: None,
         output: dir.join(output),
         tag: "0.1.0".to_owned(),
         architecture: "amd64".to_owned(),
@@ -70,7 +71,10 @@ fn a_package_is_an_oci_archive_whose_layer_holds_the_guests() {
     let index: serde_json::Value = serde_json::from_slice(&archive["index.json"]).unwrap();
     let entry = &index["manifests"][0];
     assert_eq!(entry["digest"], report.manifest_digest.as_str());
-    assert_eq!(entry["annotations"]["org.opencontainers.image.ref.name"], "0.1.0");
+    assert_eq!(
+        entry["annotations"]["org.opencontainers.image.ref.name"],
+        "0.1.0"
+    );
     let manifest: serde_json::Value =
         serde_json::from_slice(&blob(&archive, &report.manifest_digest)).unwrap();
     let config: serde_json::Value = serde_json::from_slice(&blob(
@@ -104,7 +108,10 @@ fn a_package_is_an_oci_archive_whose_layer_holds_the_guests() {
         .as_str()
         .unwrap();
     assert!(
-        listed.contains(&format!("guests/a.wasm=sha256:{}", hex_sha256(b"\0asm guest a"))),
+        listed.contains(&format!(
+            "guests/a.wasm=sha256:{}",
+            hex_sha256(b"\0asm guest a")
+        )),
         "{listed}"
     );
     assert!(!listed.contains("README"), "{listed}");
@@ -131,7 +138,10 @@ fn the_same_inputs_give_the_same_bytes_whatever_their_timestamps() {
     // A different content or epoch is a different image.
     let mut later = options(dir.path(), "later.oci.tar");
     later.epoch = 1_700_000_000;
-    assert_ne!(package(&later).unwrap().manifest_digest, first.manifest_digest);
+    assert_ne!(
+        package(&later).unwrap().manifest_digest,
+        first.manifest_digest
+    );
     std::fs::write(dir.path().join("guests/a.wasm"), b"\0asm guest a, rebuilt").unwrap();
     let rebuilt = package(&options(dir.path(), "rebuilt.oci.tar")).unwrap();
     assert_ne!(rebuilt.manifest_digest, first.manifest_digest);
@@ -159,17 +169,15 @@ fn a_config_folder_is_shipped_beside_the_guests() {
 }
 
 /// `package` refuses `options` with an error mentioning `needle`, and
-/// leaves no file (final or partial) behind.
+/// leaves neither its archive nor a partial one behind.
 fn refused(options: &PackageOptions, needle: &str) -> PackageError {
     let error = package(options).unwrap_err();
     assert!(error.to_string().contains(needle), "{error}");
-    let out_dir = options.output.parent().unwrap();
-    let left: Vec<PathBuf> = std::fs::read_dir(out_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().contains(".oci.tar"))
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    let mut partial = options.output.clone().into_os_string();
+    partial.push(".partial");
+    for left in [options.output.clone(), PathBuf::from(partial)] {
+        assert!(!left.exists(), "left behind: {}", left.display());
+    }
     error
 }
 
@@ -185,10 +193,12 @@ fn bad_inputs_are_refused_by_name_and_nothing_is_written() {
     // A symlink leading out of the folder.
     let dir = inputs();
     std::fs::write(dir.path().join("secret"), b"outside").unwrap();
-    std::os::unix::fs::symlink(dir.path().join("secret"), dir.path().join("guests/leak"))
-        .unwrap();
+    std::os::unix::fs::symlink(dir.path().join("secret"), dir.path().join("guests/leak")).unwrap();
     let error = refused(&options(dir.path(), "leak.oci.tar"), "guests/leak");
-    assert!(matches!(error, PackageError::SymlinkOut { .. }), "{error:?}");
+    assert!(
+        matches!(error, PackageError::SymlinkOut { .. }),
+        "{error:?}"
+    );
 
     // A symlink that stays inside is packaged as the file it names.
     let dir = inputs();
@@ -204,7 +214,10 @@ fn bad_inputs_are_refused_by_name_and_nothing_is_written() {
     // A FIFO: refused by kind, never opened (opening one would block).
     let dir = inputs();
     let fifo = dir.path().join("guests/pipe");
-    let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(status.success());
     let error = refused(&options(dir.path(), "fifo.oci.tar"), "a FIFO");
     assert!(matches!(error, PackageError::NotAFile { .. }), "{error:?}");
@@ -212,4 +225,98 @@ fn bad_inputs_are_refused_by_name_and_nothing_is_written() {
     // A guests folder that does not exist.
     let dir = tempfile::tempdir().unwrap();
     refused(&options(dir.path(), "missing.oci.tar"), "guests");
+}
+
+/// The smallest 64-bit little-endian ELF header with no program headers,
+/// hence no interpreter: what the installer check calls static.
+fn static_elf() -> Vec<u8> {
+    let mut elf = vec![0u8; 64];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[4] = 2; // 64-bit
+    elf[5] = 1; // little-endian
+    elf[6] = 1; // version
+    elf[0x36] = 56; // program header entry size, no entries
+    elf
+}
+
+#[test]
+fn an_installer_becomes_the_entrypoint_and_only_a_static_one_is_taken() {
+    let dir = inputs();
+    let installer = dir.path().join("wdp-static");
+    std::fs::write(&installer, static_elf()).unwrap();
+    let mut with_installer = options(dir.path(), "installer.oci.tar");
+    with_installer.installer = Some(installer);
+    let report = package(&with_installer).unwrap();
+    let archive = tar_files(&std::fs::read(&report.output).unwrap());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&blob(&archive, &report.manifest_digest)).unwrap();
+    let config: serde_json::Value = serde_json::from_slice(&blob(
+        &archive,
+        manifest["config"]["digest"].as_str().unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(
+        config["config"]["Entrypoint"],
+        serde_json::json!(["/usr/local/bin/wasm-device-plugin", "install-guests"])
+    );
+    let layer_gz = blob(&archive, manifest["layers"][0]["digest"].as_str().unwrap());
+    let mut layer = tar::Archive::new(flate2::read::GzDecoder::new(layer_gz.as_slice()));
+    let mode = layer
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap())
+        .find(|e| e.path().unwrap().to_string_lossy() == "usr/local/bin/wasm-device-plugin")
+        .map(|e| e.header().mode().unwrap());
+    assert_eq!(mode, Some(0o755));
+
+    // A dynamically linked build needs a loader the image does not have.
+    let dynamic = std::env::current_exe().unwrap();
+    let mut with_dynamic = options(dir.path(), "dynamic.oci.tar");
+    with_dynamic.installer = Some(dynamic);
+    let error = refused(&with_dynamic, "not a statically linked ELF executable");
+    assert!(matches!(error, PackageError::NotStatic { .. }), "{error:?}");
+}
+
+#[test]
+fn install_guests_copies_the_folder_whole_and_refuses_what_packaging_refuses() {
+    let dir = inputs();
+    let target = dir.path().join("mounted/guests");
+    let copied = wdp_guest_package::install_guests(&dir.path().join("guests"), &target).unwrap();
+    assert_eq!(copied.len(), 3);
+    assert_eq!(
+        std::fs::read(target.join("extra/b.wasm")).unwrap(),
+        b"\0asm guest b"
+    );
+    let left: Vec<_> = walk(&target)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    std::fs::write(dir.path().join("secret"), b"outside").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("secret"), dir.path().join("guests/leak")).unwrap();
+    let error =
+        wdp_guest_package::install_guests(&dir.path().join("guests"), &dir.path().join("other"))
+            .unwrap_err();
+    assert!(
+        matches!(error, PackageError::SymlinkOut { .. }),
+        "{error:?}"
+    );
+    assert!(
+        !dir.path().join("other").exists(),
+        "a refused copy wrote files"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }

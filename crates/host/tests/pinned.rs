@@ -70,7 +70,10 @@ fn check_prints_the_digest_a_pin_must_name_and_refuses_another() {
         .to_string();
     assert!(error.contains("pinned.toml"), "{error}");
     assert!(error.contains("guests/allocate.wasm"), "{error}");
-    assert!(error.contains(&format!("its SHA-256 is {shaper}")), "{error}");
+    assert!(
+        error.contains(&format!("its SHA-256 is {shaper}")),
+        "{error}"
+    );
     assert!(error.contains(&format!("pins {other}")), "{error}");
 }
 
@@ -103,7 +106,11 @@ async fn a_pinned_guest_swapped_for_another_build_is_refused_and_the_pinned_one_
             .cloned()
     };
     let mut client = kubelet.client(PINNED).await.unwrap();
-    let before = client.allocate(allocate_one(&id)).await.unwrap().into_inner();
+    let before = client
+        .allocate(allocate_one(&id))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(shaped(&before).as_deref(), Some(id.as_str()));
 
     // A valid allocate guest, but not the pinned build, dropped in its
@@ -117,7 +124,11 @@ async fn a_pinned_guest_swapped_for_another_build_is_refused_and_the_pinned_one_
     );
 
     // ...and the pinned build keeps answering the kubelet.
-    let after = client.allocate(allocate_one(&id)).await.unwrap().into_inner();
+    let after = client
+        .allocate(allocate_one(&id))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(shaped(&after), shaped(&before));
     host.shutdown().await;
 }

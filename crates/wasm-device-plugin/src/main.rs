@@ -85,6 +85,10 @@ enum Command {
     /// reproducible OCI image archive to push to a registry and mount as
     /// an image volume; prints the digest to pin.
     Package(package::PackageArgs),
+    /// Copy the guests of a mounted guest image into a folder the host
+    /// reads (the entrypoint of an image packaged with --installer, run as
+    /// an init container where image volumes are not available).
+    InstallGuests(package::InstallGuestsArgs),
     /// Run the host on a config directory against an in-process simulated
     /// kubelet, print what registered and advertised, admit a sample
     /// container per resource, and keep running until interrupted.
@@ -244,6 +248,7 @@ fn main() -> ExitCode {
             Command::Test(args) => exercise::run(args).await,
             Command::Record(args) => offline(move || record(args)).await,
             Command::Package(args) => offline(move || package::run(args)).await,
+            Command::InstallGuests(args) => offline(move || package::install(args)).await,
         }
     });
     // A guest call still running on a blocking thread (a slow hook near its

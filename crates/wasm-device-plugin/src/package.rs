@@ -1,7 +1,8 @@
 //! `package`: a folder of guests (and optionally a configuration folder)
 //! written as a reproducible OCI image archive, each guest first loaded
 //! the way the host loads it, so that an image holding a file the host
-//! would refuse is never written.
+//! would refuse is never written; and `install-guests`, the entrypoint of
+//! such an image built with an installer, which copies its guests out.
 
 use std::path::PathBuf;
 
@@ -19,6 +20,12 @@ pub struct PackageArgs {
     /// A configuration folder to ship as `config/` beside the guests.
     #[arg(long)]
     config: Option<PathBuf>,
+
+    /// A static (musl) build of this binary to ship as the image's
+    /// entrypoint, `install-guests`: for clusters without image volumes,
+    /// an init container running the image copies the guests out.
+    #[arg(long)]
+    installer: Option<PathBuf>,
 
     /// The OCI archive to write.
     #[arg(long, default_value = "guests.oci.tar")]
@@ -40,6 +47,28 @@ pub struct PackageArgs {
     epoch: u64,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct InstallGuestsArgs {
+    /// The guests folder of the mounted image.
+    #[arg(long, default_value = "/guests")]
+    from: PathBuf,
+
+    /// Where the host will read them (an `emptyDir` shared with it).
+    #[arg(long)]
+    to: PathBuf,
+}
+
+/// `install-guests`: copies a packaged guests folder where the host reads
+/// it, printing each file with its digest.
+pub fn install(args: InstallGuestsArgs) -> anyhow::Result<()> {
+    let files = wdp_guest_package::install_guests(&args.from, &args.to)?;
+    for file in &files {
+        println!("installed {} {}", file.path, file.digest);
+    }
+    println!("{} file(s) in {}", files.len(), args.to.display());
+    Ok(())
+}
+
 /// The OCI name of this build's architecture.
 fn default_architecture() -> &'static str {
     match std::env::consts::ARCH {
@@ -56,6 +85,7 @@ pub fn run(args: PackageArgs) -> anyhow::Result<()> {
     let options = PackageOptions {
         guests: args.guests,
         config: args.config,
+        installer: args.installer,
         output: args.output,
         tag: args.tag,
         architecture: args.architecture,
