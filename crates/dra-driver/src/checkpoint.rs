@@ -229,6 +229,11 @@ impl Checkpoint {
         tmp.write_all(&bytes).map_err(fail)?;
         tmp.as_file().sync_all().map_err(fail)?;
         tmp.persist(&self.path).map_err(|e| fail(e.error))?;
+        // The rename itself reaches the disk only with the folder: without
+        // this a crash could bring back the previous file.
+        std::fs::File::open(dir)
+            .and_then(|folder| folder.sync_all())
+            .map_err(fail)?;
         Ok(())
     }
 }

@@ -16,10 +16,18 @@
 //!
 //! Unprepare removes the claim's CDI spec and its checkpoint entry; a claim
 //! the checkpoint does not know is already unprepared.
+//!
+//! Different claims prepare concurrently (the kubelet sends many pods'
+//! claims at once after a node restart): the checkpoint is locked only to
+//! pick and record devices, never across guest calls or the CDI write.
+//! Devices picked but not yet recorded are reserved in memory, so two
+//! claims never take the same one; the same claim asked twice at once is
+//! prepared once, the second call waiting for and answering with the
+//! first's record.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
 use tokio::sync::Mutex;
@@ -98,6 +106,38 @@ pub struct ClaimPreparer {
     resource: Arc<Resource>,
     cdi_dir: PathBuf,
     checkpoint: Mutex<Checkpoint>,
+    in_flight: std::sync::Mutex<InFlight>,
+}
+
+/// Claims being prepared or unprepared right now, and the devices picked
+/// for a claim that the checkpoint does not record yet.
+#[derive(Debug, Default)]
+struct InFlight {
+    /// One gate per claim UID in progress: calls for the same claim run
+    /// one after the other.
+    claims: HashMap<String, Arc<Mutex<()>>>,
+    /// Device ID → the UID of the claim that picked it.
+    reserved: HashMap<String, String>,
+}
+
+/// Devices reserved for a claim until it is recorded or fails; released
+/// when dropped, whichever way the prepare ends (a cancelled call
+/// included).
+struct Reservation<'a> {
+    in_flight: &'a std::sync::Mutex<InFlight>,
+    ids: Vec<String>,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for id in &self.ids {
+            in_flight.reserved.remove(id);
+        }
+    }
 }
 
 impl ClaimPreparer {
@@ -116,7 +156,34 @@ impl ClaimPreparer {
             resource,
             cdi_dir,
             checkpoint: Mutex::new(checkpoint),
+            in_flight: std::sync::Mutex::new(InFlight::default()),
         }
+    }
+
+    /// Runs `work` for claim `uid` after every earlier call for the same
+    /// claim finished.
+    async fn one_at_a_time<T>(&self, uid: &str, work: impl Future<Output = T>) -> T {
+        let gate = {
+            let mut in_flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(in_flight.claims.entry(uid.to_owned()).or_default())
+        };
+        let result = {
+            let _turn = gate.lock().await;
+            work.await
+        };
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Clones are only taken under this lock: two means the map's and
+        // ours, so no other call waits and the gate can go.
+        if Arc::strong_count(&gate) == 2 {
+            in_flight.claims.remove(uid);
+        }
+        result
     }
 
     /// The driver's name.
@@ -158,20 +225,52 @@ impl ClaimPreparer {
         if results.is_empty() {
             return Ok(Vec::new());
         }
-        let mut checkpoint = self.checkpoint.lock().await;
-        // Another call may have prepared it while the claim was read.
-        if let Some(done) = checkpoint.get(&claim.uid) {
-            return Ok(done.devices.clone());
-        }
+        self.one_at_a_time(&claim.uid, self.prepare_read(claim, &object, &results))
+            .await
+    }
+
+    /// Prepares `claim` (`object` as read, `results` its allocation for
+    /// this driver); the caller holds the claim's gate.
+    async fn prepare_read(
+        &self,
+        claim: &ClaimRef,
+        object: &ResourceClaim,
+        results: &[DeviceRequestAllocationResult],
+    ) -> Result<Vec<PreparedDevice>, String> {
         let set = self.resource.devices();
-        let picked = self.pick_devices(claim, &results, &set, &checkpoint)?;
+        let (picked, _reservation) = {
+            let checkpoint = self.checkpoint.lock().await;
+            // An earlier call for the claim may have prepared it meanwhile.
+            if let Some(done) = checkpoint.get(&claim.uid) {
+                return Ok(done.devices.clone());
+            }
+            let mut in_flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let picked = self.pick_devices(claim, results, &set, &checkpoint, &in_flight)?;
+            let mut ids: Vec<String> = Vec::new();
+            for (device, _, result) in &picked {
+                if result.admin_access != Some(true) && !ids.iter().any(|id| id == device.id()) {
+                    ids.push(device.id().to_owned());
+                }
+            }
+            for id in &ids {
+                in_flight.reserved.insert(id.clone(), claim.uid.clone());
+            }
+            let reservation = Reservation {
+                in_flight: &self.in_flight,
+                ids,
+            };
+            (picked, reservation)
+        };
         let mut ids: Vec<String> = Vec::new();
         for (device, _, _) in &picked {
             if !ids.iter().any(|id| id == device.id()) {
                 ids.push(device.id().to_owned());
             }
         }
-        let info = Arc::new(claim_info(claim, &self.driver, &object, &results));
+        let info = Arc::new(claim_info(claim, &self.driver, object, results));
         let (pre_start, answer) = wdp_resource::guest_call::with_claim(info, async {
             let pre_start = self.resource.pre_start(&ids).await;
             let answer = match &pre_start {
@@ -230,10 +329,12 @@ impl ClaimPreparer {
             devices: devices.clone(),
             cdi_spec: Some(file.clone()),
         };
+        let mut checkpoint = self.checkpoint.lock().await;
         if let Err(error) = checkpoint.insert(&claim.uid, record) {
             let _ = claim_cdi::remove_spec(&file);
             return Err(format!("claim {claim}: {error}"));
         }
+        drop(checkpoint);
         tracing::info!(driver = %self.driver, %claim, devices = ?ids, cdi_spec = %file.display(), "claim prepared");
         Ok(devices)
     }
@@ -274,6 +375,7 @@ impl ClaimPreparer {
         results: &'a [DeviceRequestAllocationResult],
         set: &'a DeviceSet,
         checkpoint: &Checkpoint,
+        in_flight: &InFlight,
     ) -> Result<
         Vec<(
             &'a AdvertisedDevice,
@@ -313,7 +415,14 @@ impl ClaimPreparer {
                 }
                 let admin = result.admin_access == Some(true);
                 if !admin {
-                    if let Some(holder) = checkpoint.holder_of(device.id(), &claim.uid) {
+                    let reserved = in_flight
+                        .reserved
+                        .get(device.id())
+                        .filter(|holder| **holder != claim.uid)
+                        .map(String::as_str);
+                    if let Some(holder) =
+                        checkpoint.holder_of(device.id(), &claim.uid).or(reserved)
+                    {
                         return Err(format!(
                             "claim {claim}: device {:?} (ID {:?}) is already prepared for claim {holder}",
                             result.device,
@@ -335,6 +444,12 @@ impl ClaimPreparer {
     /// Unprepares claim `uid`: its CDI spec and checkpoint entry go. An
     /// unknown claim is already unprepared.
     pub async fn unprepare(&self, claim: &ClaimRef) -> Result<(), String> {
+        self.one_at_a_time(&claim.uid, self.unprepare_now(claim))
+            .await
+    }
+
+    /// Unprepares `claim`; the caller holds the claim's gate.
+    async fn unprepare_now(&self, claim: &ClaimRef) -> Result<(), String> {
         let mut checkpoint = self.checkpoint.lock().await;
         let Some(record) = checkpoint.get(&claim.uid).cloned() else {
             return Ok(());

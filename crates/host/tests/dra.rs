@@ -683,3 +683,137 @@ async fn a_reload_under_prepare_load_fails_no_call_and_removal_withdraws_the_sli
     assert!(!w.registration_socket().exists());
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_prepares_never_share_a_device_and_a_claim_asked_at_once_is_prepared_once() {
+    let w = DraWorld::new("").await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let names: Vec<String> = w
+        .api
+        .slices_of(NODE, DRIVER)
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten().map(|d| d.name.clone()))
+        .collect();
+    assert_eq!(names.len(), 8);
+
+    // Two claims per GPU (as a scheduler bug or a stale allocation could
+    // produce), and one more claim sent four times: all at once, one call
+    // per claim, as the kubelet does for many pods after a node restart.
+    let mut claims = Vec::new();
+    for (i, name) in names.iter().chain(names.iter()).enumerate() {
+        claims.push(w.api.put_claim(claim(&format!("c{i}"), DRIVER, &[name])));
+    }
+    let channel = wdp_kubelet_api::connect_unix(endpoint.clone())
+        .await
+        .unwrap();
+    let call = |claim: &ResourceClaim| {
+        let mut client = dra::dra_plugin_client::DraPluginClient::new(channel.clone());
+        let request = dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(claim)],
+        };
+        tokio::spawn(async move {
+            client
+                .node_prepare_resources(request)
+                .await
+                .unwrap()
+                .into_inner()
+        })
+    };
+    let calls: Vec<_> = claims.iter().map(call).collect();
+    let mut prepared_by_device: std::collections::BTreeMap<String, Vec<String>> =
+        Default::default();
+    for (claim, call) in claims.iter().zip(calls) {
+        let uid = claim.metadata.uid.clone().unwrap();
+        let answer = call.await.unwrap();
+        let result = &answer.claims[&uid];
+        let device = claim
+            .status
+            .as_ref()
+            .unwrap()
+            .allocation
+            .as_ref()
+            .unwrap()
+            .devices
+            .as_ref()
+            .unwrap()
+            .results
+            .as_ref()
+            .unwrap()[0]
+            .device
+            .clone();
+        if result.error.is_empty() {
+            prepared_by_device.entry(device).or_default().push(uid);
+        } else {
+            assert!(
+                result.error.contains("already prepared"),
+                "{}",
+                result.error
+            );
+        }
+    }
+    assert_eq!(prepared_by_device.len(), 8, "every GPU prepared once");
+    assert!(
+        prepared_by_device.values().all(|uids| uids.len() == 1),
+        "a GPU went to two claims: {prepared_by_device:?}"
+    );
+
+    // One claim of the winners, asked four times at once: one answer.
+    let winner = claims
+        .iter()
+        .find(|c| {
+            prepared_by_device
+                .values()
+                .any(|u| u[0] == *c.metadata.uid.as_ref().unwrap())
+        })
+        .unwrap()
+        .clone();
+    let repeats: Vec<_> = (0..4).map(|_| call(&winner)).collect();
+    let mut answers = Vec::new();
+    for repeat in repeats {
+        let answer = repeat.await.unwrap();
+        answers.push(answer.claims[winner.metadata.uid.as_ref().unwrap()].clone());
+    }
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.error.is_empty() && *a == answers[0]),
+        "{answers:?}"
+    );
+
+    // One CDI spec per prepared claim, and the checkpoint, read back by a
+    // restarted host, unprepares every one.
+    assert_eq!(cdi_specs(&w.cdi_dir()).len(), 8);
+    host.shutdown().await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    let mut client = dra_client(&endpoint).await;
+    let winners: Vec<dra::Claim> = claims
+        .iter()
+        .filter(|c| {
+            prepared_by_device
+                .values()
+                .any(|u| u[0] == *c.metadata.uid.as_ref().unwrap())
+        })
+        .map(claim_ref)
+        .collect();
+    let answer = client
+        .node_unprepare_resources(dra::NodeUnprepareResourcesRequest { claims: winners })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.claims.len(), 8);
+    assert!(
+        answer.claims.values().all(|c| c.error.is_empty()),
+        "{answer:?}"
+    );
+    assert!(
+        cdi_specs(&w.cdi_dir()).is_empty(),
+        "{:?}",
+        cdi_specs(&w.cdi_dir())
+    );
+    host.shutdown().await;
+}

@@ -13,6 +13,9 @@
 //! - config change → republished slice: `replicas` 1 ↔ 2 until the slice
 //!   holds the new device count;
 //! - kubelet restart (which wipes the node's slices) → slices back;
+//! - the same claims prepared by 8 concurrent callers (each on devices of
+//!   its own, 32 with `replicas = 8`), p50/p99 and throughput beside the
+//!   serial throughput (claims prepared and unprepared per second);
 //! - the host's RSS with one DRA and four device-plugin resources.
 
 mod support;
@@ -131,6 +134,7 @@ async fn run(guest: bool, claims: usize) {
     let idle_kib = status_kib(pid, "VmRSS");
 
     // NodePrepareResources round trips.
+    let serial_started = Instant::now();
     let mut prepare = Vec::with_capacity(claims);
     for n in 0..claims {
         let c = api.put_claim(claim(n, &names[n % names.len()]));
@@ -154,6 +158,7 @@ async fn run(guest: bool, claims: usize) {
             .unwrap();
         api.delete_claim("bench", &format!("claim-{n}"));
     }
+    let serial_wall = serial_started.elapsed();
     let loaded_kib = status_kib(pid, "VmRSS");
 
     // Hardware change → taint published, and back.
@@ -213,11 +218,69 @@ async fn run(guest: bool, claims: usize) {
         restarts.push(t.elapsed());
     }
 
+    // The same number of claims from 8 callers at once, each on 4 devices
+    // of its own (so no two callers ever ask for one device).
+    const CALLERS: usize = 8;
+    std::fs::write(&config_file, resource_file(guest, 8)).unwrap();
+    let slices = api
+        .wait_for_slices(|s| devices_in(s).len() == 32, WAIT)
+        .await
+        .unwrap();
+    let names: Vec<String> = devices_in(&slices).iter().map(|d| d.name.clone()).collect();
+    let per_caller = claims.div_ceil(CALLERS);
+    let parallel_started = Instant::now();
+    let lanes = (0..CALLERS).map(|lane| {
+        let (api, dra, names) = (&api, &dra, &names);
+        async move {
+            let mut samples = Vec::with_capacity(per_caller);
+            for k in 0..per_caller {
+                let n = claims + lane * per_caller + k;
+                let c = api.put_claim(claim(n, &names[lane * 4 + k % 4]));
+                let reference = ClaimRef {
+                    namespace: "bench".to_owned(),
+                    uid: c.metadata.uid.clone().unwrap(),
+                    name: c.metadata.name.clone().unwrap(),
+                };
+                let outcome = dra
+                    .prepare(DRIVER, std::slice::from_ref(&reference))
+                    .await
+                    .unwrap();
+                assert!(
+                    matches!(outcome.claims.get(&reference.uid), Some(Ok(d)) if !d.is_empty()),
+                    "claim {n} not prepared: {:?}",
+                    outcome.claims
+                );
+                samples.push(outcome.elapsed);
+                dra.unprepare(DRIVER, std::slice::from_ref(&reference))
+                    .await
+                    .unwrap();
+                api.delete_claim("bench", &format!("claim-{n}"));
+            }
+            samples
+        }
+    });
+    let mut parallel: Vec<Duration> = futures::future::join_all(lanes)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let parallel_wall = parallel_started.elapsed();
+
     println!("\n{label}:");
     println!(
         "  NodePrepareResources ({claims} claims): p50 {:.2} ms, p99 {:.2} ms",
         ms(percentile(&mut prepare, 0.5)),
         ms(percentile(&mut prepare, 0.99))
+    );
+    let serial_rate = claims as f64 / serial_wall.as_secs_f64();
+    let parallel_rate = parallel.len() as f64 / parallel_wall.as_secs_f64();
+    println!(
+        "  NodePrepareResources, {CALLERS} callers ({} claims): p50 {:.2} ms, p99 {:.2} ms; \
+         {parallel_rate:.0} claims/s against {serial_rate:.0} claims/s serial (x{:.1})",
+        parallel.len(),
+        ms(percentile(&mut parallel, 0.5)),
+        ms(percentile(&mut parallel, 0.99)),
+        parallel_rate / serial_rate
     );
     for (what, samples) in [
         ("device node removed → taint published", &mut unplug),
