@@ -1,5 +1,5 @@
 //! Kubelet restart → every resource registered again, with the shipped
-//! configuration (4 resources, 5 guests) on the real binary:
+//! configuration (4 resources, 4 guests) on the real binary:
 //! `cargo bench -p wasm-device-plugin --bench kubelet_restart`.
 //! `WDP_BENCH_RESTARTS` sets the number of restarts (default 100).
 //!

@@ -1,5 +1,5 @@
 //! RSS of the real binary serving the shipped configuration (4 resources,
-//! 5 guests) against the simulated kubelet:
+//! 4 guests) against the simulated kubelet:
 //! `cargo bench -p wasm-device-plugin --bench memory`.
 //!
 //! Side by side in one run, for each way of getting compiled guests:
@@ -91,7 +91,7 @@ async fn main() {
         .unwrap_or(2_000);
     println!("binary: {}", support::binary());
     println!(
-        "RSS with the shipped config (4 resources, 5 guests); load = {admissions} admissions on loop, tun and fuse"
+        "RSS with the shipped config (4 resources, 4 guests); load = {admissions} admissions on loop, tun and fuse"
     );
     let mib = |kib: u64| kib as f64 / 1024.0;
     for (what, compiled_in_process) in MODES {
