@@ -14,7 +14,10 @@ Steps, each failing with a message that names the file and the object:
   3. check what the schemas cannot: selectors, probe ports, volumes and
      ConfigMap keys behind them, no subPath on the config volume, the host
      mounts the plugin needs, TOML that parses, guests the TOML names present
-     in the mounted layout, ConfigMap sizes;
+     in the mounted layout, ConfigMap sizes; guests named by absolute path
+     mounted there from a guest image (image volume, or an emptyDir an init
+     container fills), images pinned by digest, init containers least
+     privileged (validate_guest_image.py);
   4. require that the chart's default DaemonSet agrees with the kustomize
      base's on everything but names and labels, and that the chart's
      monitoring files (rules, dashboard) agree with deploy/kustomize/monitoring;
@@ -23,7 +26,9 @@ Steps, each failing with a message that names the file and the object:
      selects the plugin's pods on a port they name;
   6. validate every other rendered object against the Kubernetes OpenAPI
      schemas with kubernetes-validate --strict, for each requested version;
-     unknown kinds fail too.
+     unknown kinds fail too. Renders with an image volume (volumes[].image,
+     in the schemas from 1.31 on) only against the versions from 1.31 on,
+     plus --image-volume-versions.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import Any
 import yaml
 
 from validate_dra import check_dra, is_dra_object
+from validate_guest_image import IMAGE_VOLUME_SINCE, check_guest_sources, has_image_volume, version_tuple
 
 CONFIG_MOUNT = "/etc/wasm-device-plugin/config"
 HOST_MOUNTS = {  # host path -> container path the plugin expects
@@ -264,13 +270,13 @@ def check_set(label: str, docs: list[dict[str, Any]]) -> None:
         vol = volumes.get(m["name"]) if m else None
         if not vol or vol.get("hostPath", {}).get("path") != host:
             raise Failure(f"{where}: host {host} must be mounted at {inside}")
+    tomls: dict[str, dict[str, Any]] = {}
     if CONFIG_MOUNT in mounts:
         m = mounts[CONFIG_MOUNT]
         if "subPath" in m or "subPathExpr" in m:
             raise Failure(f"{where}: the config volume is mounted with subPath, which never updates: live reload would not work")
         layout = config_layout(volumes[m["name"]], configmaps, where)
         if layout is not None:
-            tomls = {}
             for src_cm in configmaps.values():
                 for k, v in (src_cm.get("data") or {}).items():
                     if k in layout and k.endswith(".toml"):
@@ -278,12 +284,24 @@ def check_set(label: str, docs: list[dict[str, Any]]) -> None:
             for fname, doc in tomls.items():
                 for hook, hcfg in (doc.get("hooks") or {}).items():
                     guest = hcfg.get("guest") if isinstance(hcfg, dict) else None
-                    if guest and guest not in layout:
+                    if not guest:
+                        continue
+                    # Absolute paths elsewhere come from a guest image
+                    # (validate_guest_image); under the config mount they
+                    # are files of the config volume like relative ones.
+                    if guest.startswith("/"):
+                        if not guest.startswith(CONFIG_MOUNT + "/"):
+                            continue
+                        guest = guest[len(CONFIG_MOUNT) + 1:]
+                    if guest not in layout:
                         raise Failure(
                             f"{where}: {fname} [hooks.{hook}] names guest {guest!r}, "
                             f"which the config volume does not contain (it has: {sorted(layout)})"
                         )
     ok(f"{label}: DaemonSet, volumes and ConfigMaps consistent")
+    guest_image = check_guest_sources(where, pod, c, tomls, Failure)
+    if guest_image:
+        ok(f"{label}: {guest_image}: mounted where the config names them")
     dra = check_dra(label, docs, Failure)
     if dra:
         ok(dra)
@@ -437,6 +455,9 @@ def main() -> int:
     ap.add_argument("--versions", required=True, help="space-separated, e.g. '1.29.0 1.32.0'")
     ap.add_argument("--dra-versions", default="1.34.0 1.37.0",
                     help="versions to validate resource.k8s.io/v1 objects against (1.34 and later)")
+    ap.add_argument("--image-volume-versions", default="1.31.0 1.33.0",
+                    help="versions to validate renders with an image volume (volumes[].image, 1.31 and later) "
+                         "against, beside those of --versions from 1.31 on")
     ap.add_argument("--no-helm", action="store_true")
     args = ap.parse_args()
 
@@ -532,6 +553,7 @@ def main() -> int:
         for old in core_dir.glob("*.yaml"):
             old.unlink()
         core_files = []
+        image_volume_files = []
         dra_files = []
         for path in rendered:
             docs = [d for d in load_docs(path.read_text()) if not d.get("apiVersion", "").startswith(MONITORING_GROUP)]
@@ -540,12 +562,30 @@ def main() -> int:
             if core_docs:
                 core = core_dir / path.name
                 core.write_text(yaml.safe_dump_all(core_docs, sort_keys=False))
-                core_files.append(core)
+                # volumes[].image is unknown to the schemas before 1.31.
+                if any(has_image_volume(d) for d in core_docs):
+                    image_volume_files.append(core)
+                else:
+                    core_files.append(core)
             if dra_docs:
                 dra = core_dir / f"dra-{path.name}"
                 dra.write_text(yaml.safe_dump_all(dra_docs, sort_keys=False))
                 dra_files.append(dra)
         validate_schemas(core_files, args.versions.split(), args.kubernetes_validate)
+        if image_volume_files:
+            iv_versions = sorted(
+                {v for v in args.versions.split() if version_tuple(v) >= IMAGE_VOLUME_SINCE}
+                | set(args.image_volume_versions.split()),
+                key=version_tuple,
+            )
+            skipped = [v for v in args.versions.split() if version_tuple(v) < IMAGE_VOLUME_SINCE]
+            if skipped:
+                print(f"      {len(image_volume_files)} renders with an image volume (Kubernetes 1.31+) "
+                      f"not validated against {', '.join(skipped)}")
+            if not iv_versions:
+                fail("renders with an image volume, but no Kubernetes version from 1.31 on to validate them against")
+            else:
+                validate_schemas(image_volume_files, iv_versions, args.kubernetes_validate, "image-volume ")
         # resource.k8s.io/v1 (DeviceClass) exists from Kubernetes 1.34 on.
         if dra_files:
             validate_schemas(dra_files, args.dra_versions.split(), args.kubernetes_validate, "resource.k8s.io/v1 ")

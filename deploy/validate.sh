@@ -14,7 +14,12 @@
 #
 # Environment:
 #   KUBE_VERSIONS    Kubernetes versions to validate against
-#                    (default: "1.25.0 1.30.0 1.32.0 1.37.0")
+#                    (default: "1.25.0 1.30.0 1.32.0 1.37.0"); renders with
+#                    an image volume only against those from 1.31 on
+#   KUBE_IMAGE_VOLUME_VERSIONS
+#                    further versions for renders with an image volume
+#                    (volumes[].image, KEP-4639, in the schemas from 1.31)
+#                    (default: "1.31.0 1.33.0")
 #   WDP_DEPLOY_CACHE where the tools go
 #                    (default: ${XDG_CACHE_HOME:-~/.cache}/wasm-device-plugin-deploy)
 #   WDP_DEPLOY_OUT   where rendered manifests go (default: <repo>/target/deploy)
@@ -25,6 +30,7 @@ REPO_DIR="$(dirname -- "$DEPLOY_DIR")"
 CACHE="${WDP_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wasm-device-plugin-deploy}"
 OUT="${WDP_DEPLOY_OUT:-$REPO_DIR/target/deploy}"
 KUBE_VERSIONS="${KUBE_VERSIONS:-1.25.0 1.30.0 1.32.0 1.37.0}"
+KUBE_IMAGE_VOLUME_VERSIONS="${KUBE_IMAGE_VOLUME_VERSIONS:-1.31.0 1.33.0}"
 
 # Pinned so that a run is repeatable; kubernetes-validate 1.37.0 carries the
 # schemas of Kubernetes 1.25 to 1.37.
@@ -87,10 +93,11 @@ fi
 # --- render and check --------------------------------------------------------
 
 log "renderers: $(printf '%s ' "${renderers[@]}" | sed 's/--kubectl //g')"
-log "Kubernetes versions: $KUBE_VERSIONS"
+log "Kubernetes versions: $KUBE_VERSIONS (image volumes: those from 1.31 on and $KUBE_IMAGE_VOLUME_VERSIONS)"
 exec "$VENV/bin/python" "$DEPLOY_DIR/validate.py" \
   --deploy-dir "$DEPLOY_DIR" \
   --out-dir "$OUT" \
   "${renderers[@]}" \
   --kubernetes-validate "$VENV/bin/kubernetes-validate" \
-  --versions "$KUBE_VERSIONS"
+  --versions "$KUBE_VERSIONS" \
+  --image-volume-versions "$KUBE_IMAGE_VOLUME_VERSIONS"
