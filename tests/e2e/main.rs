@@ -12,6 +12,7 @@ mod guests;
 mod hardware;
 mod hostile_input;
 mod least_privilege;
+mod new_guest;
 mod ops;
 mod package;
 mod plugin_watcher;

@@ -9,6 +9,7 @@ mod demo;
 mod demo_dra;
 mod exercise;
 mod http;
+mod new_guest;
 mod package;
 mod precompile;
 mod registration;
@@ -89,6 +90,10 @@ enum Command {
     /// reads (the entrypoint of an image packaged with --installer, run as
     /// an init container where image volumes are not available).
     InstallGuests(package::InstallGuestsArgs),
+    /// Write a new guest project (Rust, Python, JavaScript or C) with one
+    /// working example per chosen hook, a config naming the built guest and
+    /// a fixture host root, ready for `test` once built (see its README).
+    NewGuest(new_guest::NewGuestArgs),
     /// Run the host on a config directory against an in-process simulated
     /// kubelet, print what registered and advertised, admit a sample
     /// container per resource, and keep running until interrupted.
@@ -249,6 +254,7 @@ fn main() -> ExitCode {
             Command::Record(args) => offline(move || record(args)).await,
             Command::Package(args) => offline(move || package::run(args)).await,
             Command::InstallGuests(args) => offline(move || package::install(args)).await,
+            Command::NewGuest(args) => offline(move || new_guest::run(args)).await,
         }
     });
     // A guest call still running on a blocking thread (a slow hook near its
