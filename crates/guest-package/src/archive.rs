@@ -7,11 +7,11 @@ use std::io::Write;
 
 use serde_json::json;
 
-use crate::PackageOptions;
 use crate::collect::{INSTALLER_PATH, PackagedFile};
 use crate::digest::sha256;
 use crate::error::PackageError;
 use crate::layer::{Layer, header};
+use crate::options::PackageOptions;
 
 /// `mediaType` of an OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
