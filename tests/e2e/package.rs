@@ -101,27 +101,23 @@ fn a_file_the_host_would_refuse_is_never_packaged() {
     std::fs::create_dir_all(&guests).unwrap();
     std::fs::write(guests.join("broken.wasm"), b"not a component").unwrap();
     let archive = world.tmp.path().join("broken.oci.tar");
-    let (code, _, stderr) = run_to_end(&[
-        "package",
-        "--guests",
-        guests.to_str().unwrap(),
-        "--output",
-        archive.to_str().unwrap(),
-    ]);
-    assert_ne!(code, 0);
-    assert!(stderr.contains("guests/broken.wasm"), "{stderr}");
-    assert!(!archive.exists(), "an archive was written");
+    // `package` refuses the folder with an error mentioning `needle` and
+    // writes no archive.
+    let refused = |needle: &str| {
+        let (code, _, stderr) = run_to_end(&[
+            "package",
+            "--guests",
+            guests.to_str().unwrap(),
+            "--output",
+            archive.to_str().unwrap(),
+        ]);
+        assert_ne!(code, 0);
+        assert!(stderr.contains(needle), "{stderr}");
+        assert!(!archive.exists(), "an archive was written");
+    };
+    refused("guests/broken.wasm");
 
     // A folder without any guest.
     std::fs::remove_file(guests.join("broken.wasm")).unwrap();
-    let (code, _, stderr) = run_to_end(&[
-        "package",
-        "--guests",
-        guests.to_str().unwrap(),
-        "--output",
-        archive.to_str().unwrap(),
-    ]);
-    assert_ne!(code, 0);
-    assert!(stderr.contains("no .wasm guest"), "{stderr}");
-    assert!(!archive.exists(), "an archive was written");
+    refused("no .wasm guest");
 }

@@ -83,6 +83,31 @@ fn claim(n: usize, device: &str) -> ResourceClaim {
     }
 }
 
+/// Claim `n` on `device`: created, prepared (its round trip returned),
+/// unprepared and deleted.
+async fn prepare_one(api: &FakeApiServer, dra: &SimDraKubelet, n: usize, device: &str) -> Duration {
+    let c = api.put_claim(claim(n, device));
+    let reference = ClaimRef {
+        namespace: "bench".to_owned(),
+        uid: c.metadata.uid.clone().unwrap(),
+        name: c.metadata.name.clone().unwrap(),
+    };
+    let outcome = dra
+        .prepare(DRIVER, std::slice::from_ref(&reference))
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome.claims.get(&reference.uid), Some(Ok(d)) if !d.is_empty()),
+        "claim {n} not prepared: {:?}",
+        outcome.claims
+    );
+    dra.unprepare(DRIVER, std::slice::from_ref(&reference))
+        .await
+        .unwrap();
+    api.delete_claim("bench", &format!("claim-{n}"));
+    outcome.elapsed
+}
+
 /// One host run: prints every figure for this policy.
 async fn run(guest: bool, claims: usize) {
     let label = if guest { "allocate guest" } else { "built-in" };
@@ -137,26 +162,7 @@ async fn run(guest: bool, claims: usize) {
     let serial_started = Instant::now();
     let mut prepare = Vec::with_capacity(claims);
     for n in 0..claims {
-        let c = api.put_claim(claim(n, &names[n % names.len()]));
-        let reference = ClaimRef {
-            namespace: "bench".to_owned(),
-            uid: c.metadata.uid.clone().unwrap(),
-            name: c.metadata.name.clone().unwrap(),
-        };
-        let outcome = dra
-            .prepare(DRIVER, std::slice::from_ref(&reference))
-            .await
-            .unwrap();
-        assert!(
-            matches!(outcome.claims.get(&reference.uid), Some(Ok(d)) if !d.is_empty()),
-            "claim {n} not prepared: {:?}",
-            outcome.claims
-        );
-        prepare.push(outcome.elapsed);
-        dra.unprepare(DRIVER, std::slice::from_ref(&reference))
-            .await
-            .unwrap();
-        api.delete_claim("bench", &format!("claim-{n}"));
+        prepare.push(prepare_one(&api, &dra, n, &names[n % names.len()]).await);
     }
     let serial_wall = serial_started.elapsed();
     let loaded_kib = status_kib(pid, "VmRSS");
@@ -235,26 +241,7 @@ async fn run(guest: bool, claims: usize) {
             let mut samples = Vec::with_capacity(per_caller);
             for k in 0..per_caller {
                 let n = claims + lane * per_caller + k;
-                let c = api.put_claim(claim(n, &names[lane * 4 + k % 4]));
-                let reference = ClaimRef {
-                    namespace: "bench".to_owned(),
-                    uid: c.metadata.uid.clone().unwrap(),
-                    name: c.metadata.name.clone().unwrap(),
-                };
-                let outcome = dra
-                    .prepare(DRIVER, std::slice::from_ref(&reference))
-                    .await
-                    .unwrap();
-                assert!(
-                    matches!(outcome.claims.get(&reference.uid), Some(Ok(d)) if !d.is_empty()),
-                    "claim {n} not prepared: {:?}",
-                    outcome.claims
-                );
-                samples.push(outcome.elapsed);
-                dra.unprepare(DRIVER, std::slice::from_ref(&reference))
-                    .await
-                    .unwrap();
-                api.delete_claim("bench", &format!("claim-{n}"));
+                samples.push(prepare_one(api, dra, n, &names[lane * 4 + k % 4]).await);
             }
             samples
         }
