@@ -54,6 +54,9 @@ pub struct WatchedPlugin {
     pub lists_received: u64,
     /// Whether the `ListAndWatch` stream is open.
     pub streaming: bool,
+    /// Whether the plugin answered `NotifyRegistrationStatus`, the last
+    /// step of the kubelet's registration.
+    pub notified: bool,
     generation: u64,
 }
 
@@ -171,7 +174,9 @@ impl SimPluginWatcher {
             .wait_for(&format!("{resource} to register"), timeout, |s| {
                 s.plugins
                     .get(resource)
-                    .is_some_and(|p| p.registrations >= count && p.lists_received > 0)
+                    .is_some_and(|p| {
+                        p.registrations >= count && p.lists_received > 0 && p.notified
+                    })
             })
             .await?;
         Ok(state.plugins[resource].clone())
@@ -342,19 +347,31 @@ async fn register(
                 devices: Vec::new(),
                 lists_received: 0,
                 streaming: false,
+                notified: false,
                 generation,
             },
         );
     });
     tokio::spawn(list_and_watch(
         client,
-        resource,
+        resource.clone(),
         generation,
         state.clone(),
         stop.clone(),
     ));
-    if let Err(e) = notify_status(&mut conn, true, String::new()).await {
-        fail(format!("NotifyRegistrationStatus: {e}"));
+    match notify_status(&mut conn, true, String::new()).await {
+        Ok(_) => state.send_modify(|s| {
+            if let Some(p) = s
+                .plugins
+                .get_mut(&resource)
+                .filter(|p| p.generation == generation)
+            {
+                p.notified = true;
+            }
+        }),
+        Err(e) => {
+            fail(format!("NotifyRegistrationStatus: {e}"));
+        }
     }
     Handled::Done
 }
