@@ -7,13 +7,24 @@
 //! what lets unprepare remove the right CDI spec, and what makes a repeated
 //! prepare answer the same without running guests again.
 //!
-//! The file is written atomically (a temporary file renamed over it) and
-//! carries a format version and a checksum of its content. A file that
-//! cannot be read, parsed or verified is logged with its path and treated
-//! as empty; it never stops the host.
+//! Two instances of the host share it during a rolling update (the kubelet
+//! may send a claim's prepare to one and its unprepare to the other). Every
+//! change is made under an exclusive `flock` of `<driver>.lock` beside it,
+//! after re-reading the file if another writer replaced it, so neither
+//! instance loses the other's records; reads re-read a replaced file first.
+//! The file is written atomically (a temporary file, synced, renamed over
+//! it, the folder synced) and carries a format version and a checksum of its
+//! content.
+//!
+//! A file that cannot be parsed or verified is never guessed at nor
+//! overwritten: it is renamed aside to `<driver>.json.unreadable-<seconds>`,
+//! logged at ERROR with both paths, and the driver goes on with the claims
+//! it can read (none), so new claims keep being prepared.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -67,19 +78,48 @@ struct CheckpointFile {
     claims: BTreeMap<String, PreparedClaim>,
 }
 
+/// Which version of the file was last read or written: a rename gives the
+/// file a new inode, so another writer's change is always noticed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp {
+    inode: u64,
+    len: u64,
+    modified_ns: i64,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<Self> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Self {
+            inode: meta.ino(),
+            len: meta.len(),
+            modified_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        })
+    }
+}
+
 /// A driver's prepared claims, keyed by claim UID, and the file they live
 /// in.
 #[derive(Debug)]
 pub struct Checkpoint {
     path: PathBuf,
+    lock_path: PathBuf,
     driver: String,
     claims: BTreeMap<String, PreparedClaim>,
+    /// The file as last read or written; `None`: there was none.
+    seen: Option<FileStamp>,
+    /// Where an unreadable file was last set aside.
+    set_aside: Option<PathBuf>,
+    /// An unreadable file that could not be set aside: never written over.
+    left_unreadable: Option<FileStamp>,
 }
 
-/// Why the checkpoint file could not be written.
+/// Why the checkpoint file could not be read or written.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write the DRA checkpoint {path}: {source}")]
+#[error("cannot {action} the DRA checkpoint {path}: {source}")]
 pub struct CheckpointError {
+    /// What was being done: "write", "lock".
+    pub action: &'static str,
     /// The file.
     pub path: PathBuf,
     /// The I/O error.
@@ -105,31 +145,114 @@ fn checksum(claims: &BTreeMap<String, PreparedClaim>) -> String {
     fnv1a(&serde_json::to_vec(claims).unwrap_or_default())
 }
 
+/// An exclusive `flock` on the checkpoint's lock file, released when
+/// dropped (and by the kernel if the process dies holding it).
+struct FileLock(File);
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
 impl Checkpoint {
     /// Reads `driver`'s checkpoint under `state_dir`. Missing: empty. Not
-    /// readable, not valid or of another version: logged with its path,
-    /// then empty (the next write replaces it).
+    /// readable or valid: set aside and logged (see the module docs), then
+    /// empty.
     pub fn load(state_dir: &Path, driver: &str) -> Self {
         let path = checkpoint_path(state_dir, driver);
-        let claims = match std::fs::read(&path) {
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(error) => {
-                tracing::error!(driver, path = %path.display(), %error, "cannot read the DRA checkpoint; starting with no prepared claims");
-                BTreeMap::new()
-            }
-            Ok(bytes) => match Self::parse(&bytes, driver) {
-                Ok(claims) => claims,
-                Err(problem) => {
-                    tracing::error!(driver, path = %path.display(), %problem, "the DRA checkpoint is not valid; starting with no prepared claims");
-                    BTreeMap::new()
-                }
-            },
-        };
-        Self {
+        let mut checkpoint = Self {
+            lock_path: path.with_extension("lock"),
             path,
             driver: driver.to_owned(),
-            claims,
+            claims: BTreeMap::new(),
+            seen: None,
+            set_aside: None,
+            left_unreadable: None,
+        };
+        if let Err(error) = checkpoint.refresh() {
+            tracing::error!(driver, %error, "cannot read the DRA checkpoint; starting with no prepared claims");
         }
+        checkpoint
+    }
+
+    fn lock(&self) -> Result<FileLock, CheckpointError> {
+        let fail = |source| CheckpointError {
+            action: "lock",
+            path: self.lock_path.clone(),
+            source,
+        };
+        if let Some(dir) = self.lock_path.parent() {
+            std::fs::create_dir_all(dir).map_err(fail)?;
+        }
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock_path)
+            .map_err(fail)?;
+        file.lock().map_err(fail)?;
+        Ok(FileLock(file))
+    }
+
+    /// Re-reads the file if another writer replaced it since it was last
+    /// read or written (taking the lock to read a consistent file).
+    pub fn refresh(&mut self) -> Result<(), CheckpointError> {
+        if FileStamp::of(&self.path) == self.seen {
+            return Ok(());
+        }
+        let _lock = self.lock()?;
+        self.reread_if_replaced();
+        Ok(())
+    }
+
+    /// The lock is held.
+    fn reread_if_replaced(&mut self) {
+        let stamp = FileStamp::of(&self.path);
+        if stamp == self.seen {
+            return;
+        }
+        self.seen = stamp;
+        let bytes = match std::fs::read(&self.path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                self.claims.clear();
+                return;
+            }
+            Err(error) => {
+                // Unreadable now (permissions, I/O): keep what we knew, try
+                // again next time.
+                self.seen = None;
+                tracing::error!(driver = %self.driver, path = %self.path.display(), %error, "cannot read the DRA checkpoint; serving with the claims last read");
+                return;
+            }
+            Ok(bytes) => bytes,
+        };
+        match Self::parse(&bytes, &self.driver) {
+            Ok(claims) => self.claims = claims,
+            Err(problem) => self.set_aside_unreadable(&problem),
+        }
+    }
+
+    /// Renames an unreadable file aside, never guessing at its content.
+    fn set_aside_unreadable(&mut self, problem: &str) {
+        let seconds = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut aside = self.path.clone().into_os_string();
+        aside.push(format!(".unreadable-{seconds}"));
+        let aside = PathBuf::from(aside);
+        match std::fs::rename(&self.path, &aside) {
+            Ok(()) => {
+                tracing::error!(driver = %self.driver, path = %self.path.display(), set_aside = %aside.display(), %problem, "the DRA checkpoint is not valid: set aside, not read; claims recorded in it cannot be unprepared by this driver (their CDI specs are removed by name when the kubelet unprepares them), new claims are prepared as usual");
+                self.set_aside = Some(aside);
+            }
+            Err(error) => {
+                tracing::error!(driver = %self.driver, path = %self.path.display(), %problem, %error, "the DRA checkpoint is not valid and cannot be set aside; it is left as it is and nothing will be written over it until it is removed");
+                self.left_unreadable = FileStamp::of(&self.path);
+            }
+        }
+        self.claims.clear();
+        self.seen = FileStamp::of(&self.path);
     }
 
     fn parse(bytes: &[u8], driver: &str) -> Result<BTreeMap<String, PreparedClaim>, String> {
@@ -158,12 +281,17 @@ impl Checkpoint {
         &self.path
     }
 
-    /// The claim prepared under `uid`.
+    /// Where an unreadable checkpoint was set aside, if one was.
+    pub fn set_aside(&self) -> Option<&Path> {
+        self.set_aside.as_deref()
+    }
+
+    /// The claim prepared under `uid`, as last read.
     pub fn get(&self, uid: &str) -> Option<&PreparedClaim> {
         self.claims.get(uid)
     }
 
-    /// Every prepared claim by UID.
+    /// Every prepared claim by UID, as last read.
     pub fn claims(&self) -> &BTreeMap<String, PreparedClaim> {
         &self.claims
     }
@@ -183,9 +311,12 @@ impl Checkpoint {
             .map(|(other, _)| other.as_str())
     }
 
-    /// Records `claim` under `uid` and writes the file; on a write error
-    /// nothing is recorded.
+    /// Records `claim` under `uid` and writes the file, under the lock and
+    /// on top of whatever another writer recorded; on an error nothing is
+    /// recorded.
     pub fn insert(&mut self, uid: &str, claim: PreparedClaim) -> Result<(), CheckpointError> {
+        let _lock = self.lock()?;
+        self.reread_if_replaced();
         let previous = self.claims.insert(uid.to_owned(), claim);
         let written = self.save();
         if written.is_err() {
@@ -197,9 +328,11 @@ impl Checkpoint {
         written
     }
 
-    /// Forgets `uid` and writes the file; returns what was recorded. On a
-    /// write error nothing is forgotten.
+    /// Forgets `uid` and writes the file, under the lock; returns what was
+    /// recorded. On an error nothing is forgotten.
     pub fn remove(&mut self, uid: &str) -> Result<Option<PreparedClaim>, CheckpointError> {
+        let _lock = self.lock()?;
+        self.reread_if_replaced();
         let Some(removed) = self.claims.remove(uid) else {
             return Ok(None);
         };
@@ -210,11 +343,18 @@ impl Checkpoint {
         Ok(Some(removed))
     }
 
-    fn save(&self) -> Result<(), CheckpointError> {
+    /// Writes the file; the lock is held.
+    fn save(&mut self) -> Result<(), CheckpointError> {
         let fail = |source| CheckpointError {
+            action: "write",
             path: self.path.clone(),
             source,
         };
+        if self.left_unreadable.is_some() && FileStamp::of(&self.path) == self.left_unreadable {
+            return Err(fail(std::io::Error::other(
+                "the file on disk is not valid and was not set aside; remove it to let the driver record claims again",
+            )));
+        }
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(fail)?;
         let file = CheckpointFile {
@@ -231,9 +371,10 @@ impl Checkpoint {
         tmp.persist(&self.path).map_err(|e| fail(e.error))?;
         // The rename itself reaches the disk only with the folder: without
         // this a crash could bring back the previous file.
-        std::fs::File::open(dir)
+        File::open(dir)
             .and_then(|folder| folder.sync_all())
             .map_err(fail)?;
+        self.seen = FileStamp::of(&self.path);
         Ok(())
     }
 }
@@ -287,33 +428,81 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_or_tampered_file_reads_as_empty() {
+    fn a_corrupt_or_tampered_file_is_set_aside_untouched_and_new_claims_are_recorded() {
         let dir = tempfile::tempdir().unwrap();
         let mut checkpoint = Checkpoint::load(dir.path(), "d.example.com");
         checkpoint.insert("uid-1", claim("gpu0", false)).unwrap();
         let path = checkpoint.path().to_owned();
-        let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::write(&path, text.replace("gpu0", "gpu7")).unwrap();
+        let tampered = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("gpu0", "gpu7");
+        std::fs::write(&path, &tampered).unwrap();
+
+        let mut reloaded = Checkpoint::load(dir.path(), "d.example.com");
+        assert!(reloaded.claims().is_empty());
+        let aside = reloaded.set_aside().expect("set aside").to_owned();
         assert!(
-            Checkpoint::load(dir.path(), "d.example.com")
-                .claims()
-                .is_empty()
+            aside
+                .to_string_lossy()
+                .contains("d.example.com.json.unreadable-")
         );
+        assert_eq!(std::fs::read_to_string(&aside).unwrap(), tampered);
+        assert!(!path.exists());
+        // New claims are recorded in a fresh file.
+        reloaded.insert("uid-2", claim("gpu1", false)).unwrap();
+        let again = Checkpoint::load(dir.path(), "d.example.com");
+        assert_eq!(again.claims().keys().collect::<Vec<_>>(), ["uid-2"]);
+
+        // Not JSON at all, and another driver's file: set aside the same way.
         std::fs::write(&path, b"{ not json").unwrap();
         assert!(
             Checkpoint::load(dir.path(), "d.example.com")
                 .claims()
                 .is_empty()
         );
-        // Another driver's file is not taken for ours.
-        std::fs::copy(&path, checkpoint_path(dir.path(), "e.example.com")).unwrap();
         let mut ours = Checkpoint::load(dir.path(), "e.example.com");
         ours.insert("uid-3", claim("gpu3", false)).unwrap();
         std::fs::copy(ours.path(), checkpoint_path(dir.path(), "f.example.com")).unwrap();
-        assert!(
-            Checkpoint::load(dir.path(), "f.example.com")
-                .claims()
-                .is_empty()
+        let theirs = Checkpoint::load(dir.path(), "f.example.com");
+        assert!(theirs.claims().is_empty());
+        assert!(theirs.set_aside().is_some());
+    }
+
+    #[test]
+    fn two_instances_sharing_the_file_keep_each_others_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut old = Checkpoint::load(dir.path(), "d.example.com");
+        let mut new = Checkpoint::load(dir.path(), "d.example.com");
+        old.insert("uid-1", claim("gpu0", false)).unwrap();
+        new.insert("uid-2", claim("gpu1", false)).unwrap();
+        old.refresh().unwrap();
+        assert_eq!(old.claims().len(), 2);
+        assert_eq!(old.holder_of("gpu1", "uid-9"), Some("uid-2"));
+        // A claim the old instance prepared is unprepared by the new one.
+        assert!(new.remove("uid-1").unwrap().is_some());
+        old.refresh().unwrap();
+        assert_eq!(old.claims().keys().collect::<Vec<_>>(), ["uid-2"]);
+
+        // Writers in two threads at once: no record is lost.
+        let writers: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|who| {
+                let state = dir.path().to_owned();
+                std::thread::spawn(move || {
+                    let mut checkpoint = Checkpoint::load(&state, "d.example.com");
+                    for n in 0..40 {
+                        let uid = format!("{who}-{n}");
+                        checkpoint.insert(&uid, claim(&uid, false)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        assert_eq!(
+            Checkpoint::load(dir.path(), "d.example.com").claims().len(),
+            81
         );
     }
 }

@@ -25,7 +25,7 @@
 //! prepared once, the second call waiting for and answering with the
 //! first's record.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
 
@@ -196,16 +196,25 @@ impl ClaimPreparer {
         &self.resource
     }
 
+    /// The checkpoint, re-read first if another instance of the host
+    /// replaced it (a rolling update runs two).
+    async fn checkpoint(&self) -> tokio::sync::MutexGuard<'_, Checkpoint> {
+        let mut checkpoint = self.checkpoint.lock().await;
+        if let Err(error) = checkpoint.refresh() {
+            tracing::error!(driver = %self.driver, %error, "serving with the prepared claims last read");
+        }
+        checkpoint
+    }
+
     /// The answer recorded for `uid`, if it was prepared.
     pub async fn prepared(&self, uid: &str) -> Option<Vec<PreparedDevice>> {
-        let checkpoint = self.checkpoint.lock().await;
+        let checkpoint = self.checkpoint().await;
         checkpoint.get(uid).map(|c| c.devices.clone())
     }
 
-    /// The UIDs of every prepared claim.
-    pub async fn prepared_claims(&self) -> Vec<String> {
-        let checkpoint = self.checkpoint.lock().await;
-        checkpoint.claims().keys().cloned().collect()
+    /// Every prepared claim, by UID.
+    pub async fn prepared_claims(&self) -> BTreeMap<String, PreparedClaim> {
+        self.checkpoint().await.claims().clone()
     }
 
     /// Prepares `claim`, read from the API server as `read` (`Ok(None)`:
@@ -239,7 +248,7 @@ impl ClaimPreparer {
     ) -> Result<Vec<PreparedDevice>, String> {
         let set = self.resource.devices();
         let (picked, _reservation) = {
-            let checkpoint = self.checkpoint.lock().await;
+            let checkpoint = self.checkpoint().await;
             // An earlier call for the claim may have prepared it meanwhile.
             if let Some(done) = checkpoint.get(&claim.uid) {
                 return Ok(done.devices.clone());
@@ -450,8 +459,25 @@ impl ClaimPreparer {
 
     /// Unprepares `claim`; the caller holds the claim's gate.
     async fn unprepare_now(&self, claim: &ClaimRef) -> Result<(), String> {
-        let mut checkpoint = self.checkpoint.lock().await;
+        let mut checkpoint = self.checkpoint().await;
         let Some(record) = checkpoint.get(&claim.uid).cloned() else {
+            // Not recorded: already unprepared, or recorded in a checkpoint
+            // that could not be read. Its CDI spec, named by the claim, goes
+            // either way; nothing else is guessed.
+            let file = claim_cdi::spec_file(
+                &self.cdi_dir,
+                &self.resource.spec().config.resource,
+                &claim.uid,
+            );
+            if file.exists() {
+                claim_cdi::remove_spec(&file).map_err(|e| {
+                    format!(
+                        "claim {claim}: cannot remove the CDI spec {}: {e}",
+                        file.display()
+                    )
+                })?;
+                tracing::warn!(driver = %self.driver, %claim, cdi_spec = %file.display(), set_aside = ?checkpoint.set_aside(), "claim unprepared that the checkpoint does not record: its CDI spec was removed");
+            }
             return Ok(());
         };
         if let Some(file) = &record.cdi_spec {
