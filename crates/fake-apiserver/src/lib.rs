@@ -8,7 +8,8 @@
 //! names, 404/410 `Status` answers, server-owned metadata, and the 1.34+ ResourceSlice validation
 //! with field paths in 422 `Invalid` answers. Tests drive the other side: they read the slices,
 //! wait for them to reach a state, put claims and nodes, wipe a node's slices as the kubelet
-//! does, and simulate outages (refusing, restart) and an older server that drops device taints.
+//! does, and simulate outages (refusing, restart), an overloaded server (writes throttled with 429
+//! or 5xx and `Retry-After`) and an older server that drops device taints.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -34,6 +35,7 @@ mod selectors;
 mod stats;
 mod status;
 mod store;
+mod throttle;
 mod validation;
 mod wait;
 mod watch;
@@ -47,16 +49,19 @@ use std::time::Duration;
 pub use k8s_openapi::api::core::v1::Node;
 pub use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 pub use stats::{RejectedWrite, Stats};
+pub use throttle::{Throttle, ThrottleBody, WriteAttempt};
 pub use wait::Timeout;
 
 use listener::Generation;
 use store::{Filter, Store};
+use throttle::Throttling;
 
 /// A fake Kubernetes API server running in this process; dropping it stops it.
 #[derive(Debug)]
 pub struct FakeApiServer {
     store: Arc<Store>,
     refusing: tokio::sync::watch::Sender<bool>,
+    throttling: Arc<Throttling>,
     /// `None` only while [`FakeApiServer::restart`] swaps generations.
     generation: Option<Generation>,
     address: SocketAddr,
@@ -67,16 +72,19 @@ impl FakeApiServer {
     pub async fn start() -> std::io::Result<Self> {
         let store = Arc::new(Store::new());
         let refusing = tokio::sync::watch::channel(false).0;
+        let throttling = Arc::new(Throttling::default());
         let generation = Generation::start(
             SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             store.clone(),
             refusing.subscribe(),
+            throttling.clone(),
         )
         .await?;
         let address = generation.address;
         Ok(Self {
             store,
             refusing,
+            throttling,
             generation: Some(generation),
             address,
         })
@@ -170,6 +178,21 @@ impl FakeApiServer {
         self.refusing.send_replace(refusing);
     }
 
+    /// Answers the next `throttle.count` ResourceSlice writes (create, replace, patch, delete)
+    /// with `throttle.code` and a `Retry-After` header, as an overloaded server does; reads and
+    /// watches pass. Replaces a throttle still in force. Throttled writes are not in
+    /// [`Stats::rejected`]; [`FakeApiServer::write_attempts`] lists them.
+    pub fn throttle_writes(&self, throttle: Throttle) {
+        self.throttling.set(throttle);
+    }
+
+    /// Every ResourceSlice write request received over HTTP, throttled ones included, in order
+    /// of arrival, with its arrival time and answer (refused ones while
+    /// [`FakeApiServer::set_refusing`] is on are not listed).
+    pub fn write_attempts(&self) -> Vec<WriteAttempt> {
+        self.throttling.attempts()
+    }
+
     /// Simulates a 1.34–1.36 API server with DRADeviceTaints off: `spec.devices[].taints` are
     /// silently dropped from created and updated slices.
     pub fn set_taints_dropped(&self, dropped: bool) {
@@ -188,8 +211,13 @@ impl FakeApiServer {
         if let Some(generation) = self.generation.take() {
             generation.stop().await;
         }
-        let generation =
-            Generation::start(self.address, self.store.clone(), self.refusing.subscribe()).await?;
+        let generation = Generation::start(
+            self.address,
+            self.store.clone(),
+            self.refusing.subscribe(),
+            self.throttling.clone(),
+        )
+        .await?;
         self.generation = Some(generation);
         Ok(())
     }

@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 use crate::app_state::AppState;
 use crate::routes::router;
 use crate::store::Store;
+use crate::throttle::Throttling;
 
 /// A running generation of the server.
 #[derive(Debug)]
@@ -33,6 +34,7 @@ impl Generation {
         address: SocketAddr,
         store: Arc<Store>,
         refusing: watch::Receiver<bool>,
+        throttling: Arc<Throttling>,
     ) -> io::Result<Self> {
         let socket = if address.is_ipv4() {
             TcpSocket::new_v4()?
@@ -49,6 +51,7 @@ impl Generation {
         let app = router(AppState {
             store,
             refusing,
+            throttling,
             stop: stop.clone(),
         });
         let accept_loop = tokio::spawn(accept(listener, app, stop.clone(), connections.clone()));

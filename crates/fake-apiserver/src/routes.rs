@@ -1,6 +1,6 @@
 //! The HTTP surface: which paths and verbs are served by which handler (the reads in
 //! [`reads`](crate::reads), the ResourceSlice writes in [`writes`](crate::writes)), the gate every
-//! request passes (counting, refusing with 503), `/version`, and the answers to unknown paths and
+//! request passes (counting, refusing with 503, throttling writes), `/version`, and the answers to unknown paths and
 //! verbs.
 
 use axum::Router;
@@ -59,7 +59,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Counts every request and answers 503 while the server refuses.
+/// Counts every request, answers 503 while the server refuses, and lets the throttle answer
+/// or log ResourceSlice writes.
 async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     state
         .store
@@ -70,7 +71,7 @@ async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Re
     if *state.refusing.borrow() {
         return ApiError::unavailable().into_response();
     }
-    next.run(request).await
+    state.throttling.gate(request, next).await
 }
 
 /// `GET /version`: a 1.34 server.
