@@ -3,10 +3,12 @@
 use std::path::Path;
 
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::error::ApiError;
+use crate::retry_after::RetryAfterLayer;
 
 /// A client for the API server: from `kubeconfig` when given; otherwise the
 /// in-cluster service account; otherwise `KUBECONFIG` or `~/.kube/config`.
@@ -15,7 +17,8 @@ use crate::error::ApiError;
 /// goes on for minutes (15 retries, doubling from 5 ms), which would hide an
 /// outage from the publisher's status and overrun a DRA prepare call's 45 s.
 /// The publisher retries with its own backoff; callers of [`get_claim`]
-/// decide for themselves.
+/// decide for themselves. A layer carries a refusal's `Retry-After` header
+/// into the `Status` kube parses, so it reaches [`ApiError::retry_after`].
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
     install_tls_provider();
     let mut config = match kubeconfig {
@@ -40,7 +43,9 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ApiError> {
         },
     };
     config.default_retry = false;
-    Client::try_from(config).map_err(|source| ApiError::BuildClient { source })
+    let builder =
+        ClientBuilder::try_from(config).map_err(|source| ApiError::BuildClient { source })?;
+    Ok(builder.with_layer(&RetryAfterLayer).build())
 }
 
 /// Reads the ResourceClaim `namespace/name`; `None` when there is none (404).

@@ -1,6 +1,7 @@
 //! The crate's one error type for everything that talks to the API server.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -73,6 +74,25 @@ impl ApiError {
                 source: kube::Error::Api(status),
                 ..
             } => Some(status.code),
+            _ => None,
+        }
+    }
+
+    /// How long the API server asked the client to wait before trying again
+    /// (`details.retryAfterSeconds` of its `Status`, which a layer of
+    /// [`client()`](crate::client()) also fills from a `Retry-After`
+    /// header); `None` when it did not ask.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ApiError::Request {
+                source: kube::Error::Api(status),
+                ..
+            } => status
+                .details
+                .as_ref()
+                .map(|details| details.retry_after_seconds)
+                .filter(|&seconds| seconds > 0)
+                .map(|seconds| Duration::from_secs(seconds.into())),
             _ => None,
         }
     }

@@ -6,7 +6,8 @@
 //! [`naming`] maps device IDs to DRA device names; [`validate()`] finds what
 //! the API server would reject; [`plan_slices`] cuts a device list into slices
 //! (pure); [`SlicePublisher`] runs one task per pool that writes only when
-//! something changed, re-creates wiped slices, and retries with backoff;
+//! something changed, at most one pass per write interval, re-creates wiped
+//! slices, and retries with jittered backoff that honours `Retry-After`;
 //! [`client()`] and [`get_claim`] reach the API server.
 
 #![warn(missing_docs)]
@@ -17,6 +18,7 @@ mod error;
 pub mod naming;
 mod plan;
 mod publisher;
+mod retry_after;
 mod validate;
 
 pub use client::{client, get_claim, install_tls_provider};
@@ -28,7 +30,10 @@ pub use plan::{
     MAX_DEVICES_PER_SLICE, MAX_DEVICES_PER_TAINTED_SLICE, PoolTarget, plan_slices,
     qualified_attribute_key,
 };
-pub use publisher::{PublishStatus, PublishedPool, PublisherHandle, SlicePublisher};
+pub use publisher::{
+    DEFAULT_MIN_WRITE_INTERVAL, MAX_RETRY_AFTER, PublishStatus, PublishedPool, PublisherHandle,
+    SlicePublisher,
+};
 pub use validate::{
     DeviceProblem, MAX_ATTRIBUTE_ID_LEN, MAX_ATTRIBUTE_VALUE_LEN, MAX_ATTRIBUTES_PER_DEVICE,
     MAX_TAINTS_PER_DEVICE, validate,

@@ -6,14 +6,19 @@
 //! wins, so a burst of calls coalesces into few writes); the task reconciles
 //! (see [`reconcile`]) whenever the desired list changes or a watch on the
 //! slices shows a change it did not make itself (the kubelet wiping the node's
-//! slices, an edit), and retries failures with exponential backoff (see
-//! [`task`]). Its progress is on [`PublisherHandle::status`].
+//! slices, an edit), at most once per write interval, and retries failures
+//! with jittered exponential backoff that honours the server's `Retry-After`
+//! (see [`pacing`] and [`task`]). Its progress is on
+//! [`PublisherHandle::status`].
 
+mod pacing;
 mod reconcile;
 mod task;
 
+pub use pacing::{DEFAULT_MIN_WRITE_INTERVAL, MAX_RETRY_AFTER};
+
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::{Api, Client, ResourceExt};
@@ -62,7 +67,9 @@ pub struct PublishedPool {
 pub struct SlicePublisher;
 
 impl SlicePublisher {
-    /// Starts the publisher task of `target` on the current tokio runtime. It
+    /// Starts the publisher task of `target` on the current tokio runtime,
+    /// with the write interval [`DEFAULT_MIN_WRITE_INTERVAL`] (see
+    /// [`PublisherHandle::set_min_write_interval`]). It
     /// writes nothing before the first [`PublisherHandle::publish`], and ends
     /// when `shutdown` is cancelled, the handle is stopped, withdrawn or
     /// dropped; none of these removes the slices except `withdraw`.
@@ -74,11 +81,13 @@ impl SlicePublisher {
         let api: Api<ResourceSlice> = Api::all(client);
         let (desired_sender, desired_receiver) = watch::channel(None);
         let (status_sender, status_receiver) = watch::channel(PublishStatus::default());
+        let (interval_sender, interval_receiver) = watch::channel(DEFAULT_MIN_WRITE_INTERVAL);
         let stop = shutdown.child_token();
         let task = tokio::spawn(task::run(task::PublisherTask {
             api: api.clone(),
             target: target.clone(),
             desired: desired_receiver,
+            write_interval: interval_receiver,
             status: status_sender,
             stop: stop.clone(),
         }));
@@ -86,6 +95,7 @@ impl SlicePublisher {
             api,
             target,
             desired: desired_sender,
+            write_interval: interval_sender,
             status: status_receiver,
             stop,
             task,
@@ -99,6 +109,7 @@ pub struct PublisherHandle {
     api: Api<ResourceSlice>,
     target: PoolTarget,
     desired: watch::Sender<Option<Arc<Vec<DraDevice>>>>,
+    write_interval: watch::Sender<Duration>,
     status: watch::Receiver<PublishStatus>,
     stop: CancellationToken,
     task: JoinHandle<()>,
@@ -108,6 +119,14 @@ impl PublisherHandle {
     /// Sets the devices to publish. Never blocks; the latest call wins.
     pub fn publish(&self, devices: Vec<DraDevice>) {
         self.desired.send_replace(Some(Arc::new(devices)));
+    }
+
+    /// Sets the shortest time between the starts of two passes (each of
+    /// which lists the pool and writes what differs): a change during the
+    /// interval waits for its end, and only the newest list is written.
+    /// Applies from the last pass's start. `Duration::ZERO` removes the bound.
+    pub fn set_min_write_interval(&self, interval: Duration) {
+        self.write_interval.send_replace(interval);
     }
 
     /// The publisher's status, updated after every pass or failure.

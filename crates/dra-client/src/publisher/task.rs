@@ -1,13 +1,15 @@
-//! The publisher's loop: when to reconcile, backoff on failure, status and logs.
+//! The publisher's loop: when to reconcile, status and logs.
 //!
-//! A pass runs when the desired devices change, when the watch on the slices
-//! reports a change that is not the echo of our own write (a deletion, an edit,
-//! a slice we did not create) or restarts (after a disconnection, anything may
-//! have happened), and when a failed pass's backoff expires. Failures wait
-//! 100 ms, doubling up to 30 s, reset by a success; nothing runs a pass
-//! early during a backoff, so a broken server is never hammered. Errors are
-//! logged at WARN once per change of error state (what failed and the HTTP
-//! status), recovery at INFO.
+//! A pass is wanted when the desired devices change, when the watch on the
+//! slices reports a change that is not the echo of our own write (a deletion,
+//! an edit, a slice we did not create) or restarts (after a disconnection,
+//! anything may have happened), and after a failed pass. It runs when
+//! [`Pacing`] allows: at most one pass per write interval, and never before a
+//! failure's backoff or the server's `Retry-After` ends; wanted changes
+//! meanwhile coalesce and the pass then writes the newest list, so a broken
+//! or overloaded server is never hammered and a flapping device costs at most
+//! one pass per interval. Errors are logged at WARN once per change of error
+//! state (what failed, the HTTP status, the wait), recovery at INFO.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -20,47 +22,20 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::pacing::Pacing;
 use super::reconcile::{Memory, field_selector, reconcile};
 use super::{PublishStatus, PublishedPool};
 use crate::device::DraDevice;
 use crate::plan::PoolTarget;
-
-/// The first retry delay after a failed pass.
-pub(crate) const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
-/// The longest retry delay.
-pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 /// Everything the task owns.
 pub(crate) struct PublisherTask {
     pub api: Api<ResourceSlice>,
     pub target: PoolTarget,
     pub desired: watch::Receiver<Option<Arc<Vec<DraDevice>>>>,
+    pub write_interval: watch::Receiver<Duration>,
     pub status: watch::Sender<PublishStatus>,
     pub stop: CancellationToken,
-}
-
-/// The retry state after failures.
-struct Backoff {
-    next_delay: Duration,
-    retry_at: Option<Instant>,
-}
-
-impl Backoff {
-    fn new() -> Self {
-        Self {
-            next_delay: FIRST_RETRY_DELAY,
-            retry_at: None,
-        }
-    }
-
-    fn failed(&mut self) {
-        self.retry_at = Some(Instant::now() + self.next_delay);
-        self.next_delay = (self.next_delay * 2).min(MAX_RETRY_DELAY);
-    }
-
-    fn succeeded(&mut self) {
-        *self = Self::new();
-    }
 }
 
 /// Runs until stopped, the handle is dropped, or shutdown.
@@ -73,7 +48,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
     .default_backoff()
     .boxed();
     let mut memory = Memory::default();
-    let mut backoff = Backoff::new();
+    let mut pacing = Pacing::new(*task.write_interval.borrow_and_update());
     let mut dirty = false;
     let mut last_error: Option<String> = None;
     let driver = task.target.driver.clone();
@@ -90,8 +65,10 @@ pub(crate) async fn run(mut task: PublisherTask) {
             dirty |= current.has_changed();
             current.clone()
         };
-        if let Some(devices) = desired.filter(|_| dirty && backoff.retry_at.is_none()) {
+        let pending = dirty && desired.is_some();
+        if let Some(devices) = desired.filter(|_| pending && pacing.allows(Instant::now())) {
             dirty = false;
+            pacing.started(Instant::now());
             let was_dropping_taints = memory.taints_dropped;
             let pass = tokio::select! {
                 _ = task.stop.cancelled() => break,
@@ -99,7 +76,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
             };
             match pass {
                 Ok(outcome) => {
-                    backoff.succeeded();
+                    pacing.succeeded();
                     if last_error.take().is_some() {
                         tracing::info!(%driver, %node, generation = outcome.generation, "publishing ResourceSlices works again");
                     }
@@ -127,10 +104,11 @@ pub(crate) async fn run(mut task: PublisherTask) {
                         Some(code) => format!("{error}: {code}"),
                         None => summary.clone(),
                     };
+                    let retry_after = error.retry_after();
+                    let wait = pacing.failed(Instant::now(), retry_after);
                     if last_error.as_ref() != Some(&error_state) {
-                        tracing::warn!(%driver, %node, error = %summary, "publishing ResourceSlices failed; retrying with backoff");
+                        tracing::warn!(%driver, %node, error = %summary, retry_in = ?wait, server_asked = ?retry_after, "publishing ResourceSlices failed; retrying with backoff");
                     }
-                    backoff.failed();
                     dirty = true;
                     task.status.send_modify(|status| {
                         status.error = Some(summary.clone());
@@ -146,7 +124,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
             continue;
         }
 
-        let retry_at = backoff.retry_at;
+        let next_pass = pacing.earliest().filter(|_| pending);
         tokio::select! {
             _ = task.stop.cancelled() => break,
             changed = task.desired.changed() => match changed {
@@ -154,9 +132,12 @@ pub(crate) async fn run(mut task: PublisherTask) {
                 // The handle was dropped: stop, leaving the slices.
                 Err(_) => break,
             },
-            _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
-                backoff.retry_at = None;
-            }
+            // Only armed while a pass waits for pacing, so it is in the future.
+            _ = tokio::time::sleep_until(next_pass.unwrap_or_else(Instant::now)), if next_pass.is_some() => {}
+            changed = task.write_interval.changed() => match changed {
+                Ok(()) => pacing.set_interval(*task.write_interval.borrow_and_update()),
+                Err(_) => break,
+            },
             event = slice_events.next() => match event {
                 Some(Ok(event)) => dirty |= is_foreign_change(&event, &memory),
                 Some(Err(error)) => tracing::debug!(%driver, %node, %error, "watching ResourceSlices failed; the watch retries"),
