@@ -128,6 +128,44 @@ impl Dra {
     }
 }
 
+/// Starts an instance of the host with its own ID (a pod of a rolling
+/// update) reading `config_dir`, sharing the node's folders with the others.
+fn spawn_instance(dra: &Dra, config_dir: &std::path::Path, id: &str) -> Plugin {
+    let tmp = dra.world.tmp.path();
+    let (root, registry, cdi) = (dra.world.root(), dra.world.registry(), dra.cdi_dir());
+    let (plugins, state, kubeconfig) = (
+        tmp.join("kubelet-plugins"),
+        tmp.join("state"),
+        tmp.join("kubeconfig"),
+    );
+    crate::support::Plugin::spawn(
+        &[
+            "run",
+            "--config-dir",
+            config_dir.to_str().unwrap(),
+            "--device-plugin-dir",
+            dra.world.plugins().to_str().unwrap(),
+            "--host-root",
+            root.to_str().unwrap(),
+            "--plugins-registry-dir",
+            registry.to_str().unwrap(),
+            "--cdi-dir",
+            cdi.to_str().unwrap(),
+            "--plugins-dir",
+            plugins.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--node-name",
+            NODE,
+            "--instance-id",
+            id,
+        ],
+        tmp,
+    )
+}
+
 /// How many devices the driver's slices for the node list.
 fn device_count(slices: &[ResourceSlice]) -> usize {
     slices
@@ -421,4 +459,99 @@ async fn dra_unreachable_api_server_fails_readyz_but_spares_device_plugin_resour
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test]
+async fn dra_rolling_update_runs_two_instances_side_by_side_without_a_gap() {
+    let dra = Dra::new(&[]).await;
+    let mut old = spawn_instance(&dra, &dra.world.config(), "pod-old");
+    dra.registered(&old, 1).await;
+    dra.published(&old, DEVICES.len()).await;
+    let first = put_claim(&dra.api, "first", &[DEVICES[0]]);
+    prepare(&dra, &old, &first).await;
+    let socket = |id: &str| {
+        dra.world
+            .tmp
+            .path()
+            .join("kubelet-plugins")
+            .join(DRIVER)
+            .join(format!("dra-{id}.sock"))
+    };
+    assert_eq!(
+        PathBuf::from(dra.kubelet.driver(DRIVER).unwrap().info.endpoint),
+        socket("pod-old")
+    );
+
+    // The new pod starts with a new configuration (one device only) beside
+    // the old one: the kubelet keeps both registered and calls the newest,
+    // which publishes from now on; the old one yields without a write.
+    let new_config = dra.world.tmp.path().join("config-new");
+    std::fs::create_dir_all(&new_config).unwrap();
+    std::fs::copy(
+        dra.world.config().join("host.toml"),
+        new_config.join("host.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        new_config.join("hot.toml"),
+        std::fs::read_to_string(dra.world.config().join("hot.toml"))
+            .unwrap()
+            .replace("/dev/hot*", DEVICES[1]),
+    )
+    .unwrap();
+    let new = spawn_instance(&dra, &new_config, "pod-new");
+    dra.registered(&new, 2).await;
+    let state = dra.kubelet.state();
+    assert_eq!(
+        PathBuf::from(&state.drivers[DRIVER].info.endpoint),
+        socket("pod-new")
+    );
+    assert_eq!(state.standby.len(), 1, "{state:#?}");
+    let slices = dra.published(&new, 1).await;
+    assert_eq!(device_names(&slices), [name_of(DEVICES[1])]);
+    old.wait_for_log("a newer instance of the host publishes the ResourceSlices now")
+        .await;
+
+    // New claims go to the new instance.
+    let second = put_claim(&dra.api, "second", &[DEVICES[1]]);
+    prepare(&dra, &new, &second).await;
+    assert!(spec_path(&dra, &second).exists());
+
+    // The old pod stops: only its registration goes, and the claim it
+    // prepared is unprepared by the new one, from the shared checkpoint.
+    assert!(old.terminate().await.success(), "{}", old.log());
+    dra.kubelet
+        .wait_for("the old instance to deregister", LONG, |s| {
+            s.standby.is_empty() && s.drivers.contains_key(DRIVER)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {:#?}", dra.kubelet.state()));
+    assert!(spec_path(&dra, &first).exists());
+    unprepare(&dra, &first).await;
+    assert!(!spec_path(&dra, &first).exists(), "{}", new.log());
+
+    // A rollback: a pod of the old version starts again beside the new
+    // one, takes the publishing over (both devices again) and unprepares
+    // the claim the new one prepared; then the new pod goes.
+    let mut new = new;
+    let back = spawn_instance(&dra, &dra.world.config(), "pod-rollback");
+    dra.registered(&back, 3).await;
+    dra.published(&back, DEVICES.len()).await;
+    assert!(new.terminate().await.success(), "{}", new.log());
+    unprepare(&dra, &second).await;
+    assert!(!spec_path(&dra, &second).exists(), "{}", back.log());
+
+    // Through it all the pool was replaced in place, never deleted, and
+    // the kubelet refused no registration.
+    let stats = dra.api.stats();
+    assert_eq!(
+        (stats.slice_deletes, stats.slice_collection_deletes),
+        (0, 0),
+        "{stats:#?}"
+    );
+    assert!(
+        dra.kubelet.state().failures.is_empty(),
+        "{:?}",
+        dra.kubelet.state().failures
+    );
 }

@@ -154,7 +154,10 @@ pub struct Plugin {
 
 impl Plugin {
     pub fn spawn(args: &[&str], dir: &Path) -> Self {
-        let log = dir.join(format!("plugin-{}.log", args.len()));
+        // One log per process, even for two started with as many arguments.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = dir.join(format!("plugin-{n}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = tokio::process::Command::new(binary())
             .args(args)

@@ -7,6 +7,13 @@
 //! Stopping removes both sockets; prepared claims, their CDI specs and the
 //! published slices stay (the kubelet removes a gone driver's slices after
 //! its grace period; a rolling update must not empty the node).
+//!
+//! With an instance ID (the pod's UID, for rolling updates) the sockets
+//! are `dra-<id>.sock` and `<driver>-<id>-reg.sock`, so two instances
+//! register side by side (kubelet 1.33 and later keep both and call the
+//! newest); they share the checkpoint, and the newest publishes the slices
+//! (`crate::handover`). Sockets an earlier instance left behind (nothing
+//! listens on them any more) are removed at start.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -24,6 +31,7 @@ use wdp_kubelet_api::dra::{self, v1, v1beta1};
 use wdp_kubelet_api::dra_health;
 
 use crate::checkpoint::Checkpoint;
+use crate::handover::Handover;
 use crate::health::HealthService;
 use crate::kube_api::DraApi;
 use crate::prepare::ClaimPreparer;
@@ -58,18 +66,36 @@ pub struct DriverPaths {
     pub state_dir: PathBuf,
     /// This node's name: the ResourceSlice pool.
     pub node_name: String,
+    /// This instance's ID (the pod UID) when two instances may run side by
+    /// side during a rolling update; `None`: the only instance.
+    pub instance: Option<String>,
 }
 
 impl DriverPaths {
-    /// The DRA socket of `driver`.
+    /// The DRA socket of `driver`: `dra.sock`, or `dra-<id>.sock`.
     pub fn dra_socket(&self, driver: &str) -> PathBuf {
-        self.plugins_dir.join(driver).join(dra::DRA_SOCKET)
+        let dir = self.plugins_dir.join(driver);
+        match &self.instance {
+            None => dir.join(dra::DRA_SOCKET),
+            Some(id) => dir.join(format!("dra-{id}.sock")),
+        }
     }
 
-    /// The registration socket of `driver`.
+    /// The registration socket of `driver`: `<driver>-reg.sock`, or
+    /// `<driver>-<id>-reg.sock`.
     pub fn registration_socket(&self, driver: &str) -> PathBuf {
-        self.plugins_registry_dir
-            .join(dra_registration_socket_name(driver))
+        self.plugins_registry_dir.join(match &self.instance {
+            None => dra_registration_socket_name(driver),
+            Some(id) => dra_registration_socket_name(&format!("{driver}-{id}")),
+        })
+    }
+
+    /// The ID this instance goes by in the handover: its instance ID, or
+    /// one made of the process ID when it runs alone.
+    fn instance_id(&self) -> String {
+        self.instance
+            .clone()
+            .unwrap_or_else(|| format!("pid-{}", std::process::id()))
     }
 }
 
@@ -80,6 +106,7 @@ pub struct DraDriver {
     preparer: Arc<ClaimPreparer>,
     registered: watch::Receiver<bool>,
     slices: SliceSync,
+    handover: Handover,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -110,12 +137,16 @@ impl DraDriver {
         );
         let (registered_tx, registered) = watch::channel(false);
         let stop = parent.child_token();
-        let publisher =
-            (api.spawn_publisher)(PoolTarget::new(driver, paths.node_name.clone()), &stop);
+        remove_stale_sockets(paths, driver);
+        let handover = Handover::start(&paths.state_dir, driver, &paths.instance_id(), &stop);
+        let target = PoolTarget::new(driver, paths.node_name.clone());
+        let spawn_publisher = api.spawn_publisher.clone();
+        let publisher_stop = stop.clone();
         let slices = SliceSync::start(
             driver,
             resource.subscribe(),
-            publisher,
+            Box::new(move || spawn_publisher(target.clone(), &publisher_stop)),
+            handover.leading(),
             resource.metrics().clone(),
         );
         let health = HealthService::new(resource.subscribe(), driver, paths.node_name.clone())
@@ -134,6 +165,7 @@ impl DraDriver {
             preparer,
             registered,
             slices,
+            handover,
             stop,
             task,
         }
@@ -145,10 +177,26 @@ impl DraDriver {
         self.slices.status()
     }
 
-    /// Ready: registered with the kubelet and the slices published; else
-    /// why not, naming the driver.
+    /// Whether this instance publishes the slices now (during a rolling
+    /// update only the newest does).
+    pub fn is_publishing(&self) -> bool {
+        *self.handover.leading().borrow()
+    }
+
+    /// Ready: registered with the kubelet and the slices published (by this
+    /// instance, or by the newer one that took over); else why not, naming
+    /// the driver.
     pub fn readiness(&self) -> Result<(), String> {
         let status = self.slices.status().borrow().clone();
+        if !self.is_publishing() {
+            return match self.is_registered() {
+                true => Ok(()),
+                false => Err(format!(
+                    "DRA driver {}: not registered with the kubelet",
+                    self.driver
+                )),
+            };
+        }
         match (self.is_registered(), &status.published, &status.error) {
             (_, _, Some(error)) => Err(format!(
                 "DRA driver {}: ResourceSlices not published: {error}",
@@ -192,6 +240,7 @@ impl DraDriver {
         self.stop.cancel();
         let _ = self.task.await;
         self.slices.stop().await;
+        self.handover.stop().await;
     }
 
     /// Stops serving and deletes the driver's slices (the resource left
@@ -208,7 +257,60 @@ impl DraDriver {
                 tracing::warn!(driver = %self.driver, %error, "cannot withdraw the ResourceSlices")
             }
         }
+        self.handover.stop().await;
     }
+}
+
+/// Removes the sockets of `driver` that an earlier instance left behind
+/// (it was killed before it could): a registration socket nothing listens
+/// on, and the DRA socket it named. A live instance's sockets answer and
+/// stay.
+fn remove_stale_sockets(paths: &DriverPaths, driver: &str) {
+    let plain = dra_registration_socket_name(driver);
+    let with_id = format!("{driver}-");
+    let Ok(entries) = std::fs::read_dir(&paths.plugins_registry_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let instance = if name == plain {
+            None
+        } else {
+            match name
+                .strip_suffix("-reg.sock")
+                .and_then(|stem| stem.strip_prefix(&with_id))
+            {
+                Some(id) if !id.is_empty() => Some(id.to_owned()),
+                _ => continue,
+            }
+        };
+        let dra_socket = DriverPaths {
+            instance: instance.clone(),
+            ..paths.clone()
+        }
+        .dra_socket(driver);
+        // `<driver>-<id>-reg.sock` may be another driver's whose name
+        // extends ours: ours only with its `dra-<id>.sock` beside it.
+        let ours = instance.is_none() || dra_socket.exists();
+        let path = entry.path();
+        if !ours || !is_stale_socket(&path) {
+            continue;
+        }
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&dra_socket);
+        tracing::info!(%driver, socket = %path.display(), dra_socket = %dra_socket.display(), "removed the sockets an earlier instance left behind (nothing answers on them)");
+    }
+}
+
+/// A socket nothing listens on: connecting is refused.
+fn is_stale_socket(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let is_socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+    is_socket
+        && matches!(
+            std::os::unix::net::UnixStream::connect(path),
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused
+        )
 }
 
 fn inode(path: &Path) -> Option<u64> {

@@ -8,7 +8,8 @@
 //! `publish` keeps the driver's slices following the device set
 //! ([`SliceSync`]); `health` serves the kubelet's `DRAResourceHealth`
 //! stream ([`HealthService`]); `checkpoint` is the on-disk record of
-//! prepared claims; `prepare` holds the per-claim prepare and unprepare
+//! prepared claims, shared with a second instance during a rolling update;
+//! `handover` decides which instance publishes; `prepare` holds the per-claim prepare and unprepare
 //! decisions and `claim_cdi` the CDI spec of one claim; `service` is the
 //! `DRAPlugin` gRPC side (v1 and v1beta1); `kube_api` connects to the API
 //! server ([`connect`], [`DraApi`]); `driver` runs one driver (sockets,
@@ -27,6 +28,7 @@ mod claim_cdi;
 mod devices;
 mod driver;
 mod error;
+mod handover;
 mod health;
 mod kube_api;
 mod prepare;

@@ -1,16 +1,19 @@
 //! Keeps a DRA driver's ResourceSlices following its resource's device set.
 //!
 //! [`SliceSync::start`] takes the resource's device-set receiver
-//! (`Resource::subscribe`) and a started `PublisherHandle`, and runs two
-//! small tasks: one turns every new device set (hardware or health change,
-//! live reload) into DRA devices ([`crate::devices::dra_devices`]) and hands
-//! them to `PublisherHandle::publish` when they differ from the last ones
-//! handed over (the publisher itself writes nothing for an unchanged pool);
-//! the other follows the publisher's status into the metrics (every
-//! failed pass, published generation and slice count) and the log (an error
-//! once when it appears or changes, its recovery, the API server dropping
-//! taints). Devices or attributes that cannot be published are logged once
-//! per change of that list.
+//! (`Resource::subscribe`), a way to start a `PublisherHandle`, and whether
+//! this instance of the host publishes (see `crate::handover`: during a
+//! rolling update only the newest does). While it publishes, one task turns
+//! every new device set (hardware or health change, live reload) into DRA
+//! devices ([`crate::devices::dra_devices`]) and hands them to
+//! `PublisherHandle::publish` when they differ from the last ones handed
+//! over (the publisher itself writes nothing for an unchanged pool); when
+//! another instance takes over, the publisher stops and the slices stay for
+//! it. Another task follows the publisher's status into the metrics (every
+//! failed pass, published generation and slice count) and the log (an
+//! error once when it appears or changes, its recovery, the API server
+//! dropping taints). Devices or attributes that cannot be published are
+//! logged once per change of that list.
 
 use std::sync::Arc;
 
@@ -23,48 +26,55 @@ use crate::devices::{DeviceProblem, dra_devices};
 use wdp_resource::device_set::SharedDeviceSet;
 use wdp_resource::metrics::Metrics;
 
+/// Starts a publisher for the driver's pool (each time this instance takes
+/// the publishing over).
+pub type StartPublisher = Box<dyn FnMut() -> PublisherHandle + Send>;
+
 /// One driver's running slice synchronisation; owns its publisher.
 #[derive(Debug)]
 pub struct SliceSync {
     driver: String,
-    publisher: Arc<PublisherHandle>,
     status: watch::Receiver<PublishStatus>,
     stop: CancellationToken,
-    tasks: [JoinHandle<()>; 2],
+    publishing: JoinHandle<Option<PublisherHandle>>,
+    report: JoinHandle<()>,
 }
 
 impl SliceSync {
     /// Publishes `devices`' current set at once, then every change of it,
-    /// through `publisher` (which publishes for `driver`), recording the
-    /// publisher's progress in `metrics`. Needs a tokio runtime.
+    /// through a publisher `start_publisher` starts (publishing for
+    /// `driver`), while `leading` is true; records the progress in
+    /// `metrics`. Needs a tokio runtime.
     pub fn start(
         driver: impl Into<String>,
         devices: watch::Receiver<SharedDeviceSet>,
-        publisher: PublisherHandle,
+        start_publisher: StartPublisher,
+        leading: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
     ) -> Self {
         let driver = driver.into();
-        let publisher = Arc::new(publisher);
-        let status = publisher.status();
+        let (status_tx, status) = watch::channel(PublishStatus::default());
         let stop = CancellationToken::new();
-        let follow = tokio::spawn(follow_devices(
+        let publishing = tokio::spawn(publish_while_leading(
             driver.clone(),
             devices,
-            Arc::clone(&publisher),
+            start_publisher,
+            leading,
+            status_tx,
             stop.clone(),
         ));
         let report = tokio::spawn(report_status(
             driver.clone(),
-            publisher.status(),
+            status.clone(),
             metrics,
             stop.clone(),
         ));
         Self {
             driver,
-            publisher,
             status,
             stop,
-            tasks: [follow, report],
+            publishing,
+            report,
         }
     }
 
@@ -74,7 +84,8 @@ impl SliceSync {
     }
 
     /// The publisher's status (published pool, last error, taints dropped),
-    /// for readiness and status reports.
+    /// for readiness and status reports; counters add up over every
+    /// publisher this instance ran.
     pub fn status(&self) -> watch::Receiver<PublishStatus> {
         self.status.clone()
     }
@@ -94,7 +105,9 @@ impl SliceSync {
     }
 
     /// Stops, then deletes the driver's slices on this node (the resource
-    /// left the configuration); returns how many were deleted.
+    /// left the configuration); returns how many were deleted. An instance
+    /// that does not publish now deletes nothing: the one that publishes
+    /// decides.
     pub async fn withdraw(self) -> Result<usize, ApiError> {
         match self.end().await {
             Some(publisher) => publisher.withdraw().await,
@@ -102,51 +115,114 @@ impl SliceSync {
         }
     }
 
-    /// Ends both tasks and takes the publisher back (`None` only if a task
-    /// panicked while holding it, which the log then names).
+    /// Ends both tasks and takes the publisher back (`None` when this
+    /// instance does not publish now, or a task panicked, which the log
+    /// then names).
     async fn end(self) -> Option<PublisherHandle> {
         self.stop.cancel();
-        for task in self.tasks {
-            if let Err(error) = task.await {
-                tracing::error!(driver = %self.driver, %error, "a ResourceSlice sync task failed");
+        if let Err(error) = self.report.await {
+            tracing::error!(driver = %self.driver, %error, "the ResourceSlice status task failed");
+        }
+        match self.publishing.await {
+            Ok(publisher) => publisher,
+            Err(error) => {
+                tracing::error!(driver = %self.driver, %error, "the ResourceSlice sync task failed");
+                None
             }
         }
-        Arc::try_unwrap(self.publisher).ok()
     }
 }
 
-/// Publishes the current device set, then each changed one.
-async fn follow_devices(
+/// Counters of the publishers stopped so far, added to the current one's.
+#[derive(Clone, Copy, Default)]
+struct Earlier {
+    writes: u64,
+    passes: u64,
+    failed_passes: u64,
+}
+
+impl Earlier {
+    fn add(&self, status: &PublishStatus) -> PublishStatus {
+        let mut total = status.clone();
+        total.writes += self.writes;
+        total.passes += self.passes;
+        total.failed_passes += self.failed_passes;
+        total
+    }
+}
+
+/// Waits to lead, then publishes until another instance leads or `stop`;
+/// returns the publisher running when stopped.
+async fn publish_while_leading(
     driver: String,
     mut devices: watch::Receiver<SharedDeviceSet>,
-    publisher: Arc<PublisherHandle>,
+    mut start_publisher: StartPublisher,
+    mut leading: watch::Receiver<bool>,
+    status: watch::Sender<PublishStatus>,
     stop: CancellationToken,
-) {
-    let mut last_sent: Option<Vec<DraDevice>> = None;
+) -> Option<PublisherHandle> {
     let mut last_problems: Vec<DeviceProblem> = Vec::new();
+    let mut earlier = Earlier::default();
     loop {
-        let list = dra_devices(&driver, &devices.borrow_and_update());
-        if list.problems != last_problems {
-            for problem in &list.problems {
-                tracing::warn!(driver = %driver, "{problem}");
+        // Wait to lead.
+        loop {
+            if *leading.borrow_and_update() {
+                break;
             }
-            last_problems = list.problems;
+            tokio::select! {
+                _ = stop.cancelled() => return None,
+                changed = leading.changed() => if changed.is_err() { stop.cancelled().await; return None },
+            }
         }
-        if last_sent.as_ref() != Some(&list.devices) {
-            tracing::debug!(driver = %driver, devices = list.devices.len(), "publishing the device set");
-            publisher.publish(list.devices.clone());
-            last_sent = Some(list.devices);
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            changed = devices.changed() => {
-                if changed.is_err() {
-                    // The resource is gone; its owner withdraws or stops us.
-                    stop.cancelled().await;
-                    return;
+        let publisher = start_publisher();
+        let mut publisher_status = publisher.status();
+        let mut last_sent: Option<Vec<DraDevice>> = None;
+        let mut device_set_changed = true;
+        let mut leading_can_change = true;
+        loop {
+            if std::mem::take(&mut device_set_changed) {
+                let list = dra_devices(&driver, &devices.borrow_and_update());
+                if list.problems != last_problems {
+                    for problem in &list.problems {
+                        tracing::warn!(driver = %driver, "{problem}");
+                    }
+                    last_problems = list.problems;
+                }
+                if last_sent.as_ref() != Some(&list.devices) {
+                    tracing::debug!(driver = %driver, devices = list.devices.len(), "publishing the device set");
+                    publisher.publish(list.devices.clone());
+                    last_sent = Some(list.devices);
                 }
             }
+            tokio::select! {
+                _ = stop.cancelled() => return Some(publisher),
+                changed = devices.changed() => match changed {
+                    Ok(()) => device_set_changed = true,
+                    Err(_) => {
+                        // The resource is gone; its owner withdraws or stops us.
+                        stop.cancelled().await;
+                        return Some(publisher);
+                    }
+                },
+                changed = publisher_status.changed() => if changed.is_ok() {
+                    status.send_replace(earlier.add(&publisher_status.borrow_and_update()));
+                },
+                changed = leading.changed(), if leading_can_change => match changed {
+                    Ok(()) if !*leading.borrow() => break,
+                    Ok(()) => {}
+                    // Whether this instance publishes can no longer change.
+                    Err(_) => leading_can_change = false,
+                },
+            }
         }
+        let last = publisher_status.borrow().clone();
+        earlier = Earlier {
+            writes: earlier.writes + last.writes,
+            passes: earlier.passes + last.passes,
+            failed_passes: earlier.failed_passes + last.failed_passes,
+        };
+        // The slices stay: the instance that leads now keeps them.
+        publisher.stop().await;
     }
 }
 

@@ -71,14 +71,18 @@ async fn setup() -> Setup {
     // Two TLS providers end up linked into the test binary; pick kube's.
     wdp_dra_client::install_tls_provider();
     let client = wdp_dra_client::client(Some(&kubeconfig)).await.unwrap();
-    let publisher = SlicePublisher::spawn(
-        client,
-        PoolTarget::new(DRIVER, NODE),
-        CancellationToken::new(),
-    );
+    let start_publisher = Box::new(move || {
+        SlicePublisher::spawn(
+            client.clone(),
+            PoolTarget::new(DRIVER, NODE),
+            CancellationToken::new(),
+        )
+    });
     let (devices, receiver) = watch::channel(device_set(&[]));
     let metrics = Metrics::new();
-    let sync = SliceSync::start(DRIVER, receiver, publisher, metrics.clone());
+    // The only instance: it always publishes.
+    let (_, leading) = watch::channel(true);
+    let sync = SliceSync::start(DRIVER, receiver, start_publisher, leading, metrics.clone());
     Setup {
         server,
         devices,

@@ -31,6 +31,10 @@ pub struct HostOptions {
     /// This node's name: DRA drivers publish their ResourceSlices for it,
     /// as the pool of the same name. Required when a DRA resource exists.
     pub node_name: String,
+    /// This instance's ID (the pod UID) when a rolling update may run two
+    /// instances side by side; DRA drivers then name their sockets after
+    /// it. `None`: the only instance.
+    pub instance_id: Option<String>,
 }
 
 /// The default `plugins_dir`.

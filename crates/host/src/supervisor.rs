@@ -290,6 +290,7 @@ impl Host {
             cdi_dir: self.options.cdi_dir.clone(),
             state_dir: self.options.state_dir.clone(),
             node_name: self.options.node_name.clone(),
+            instance: self.options.instance_id.clone(),
         }
     }
 

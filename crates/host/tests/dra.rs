@@ -54,6 +54,7 @@ impl DraWorld {
         HostOptions {
             kubeconfig: Some(self.world.tmp.path().join("kubeconfig")),
             node_name: NODE.to_owned(),
+            instance_id: None,
             ..self.world.options()
         }
     }

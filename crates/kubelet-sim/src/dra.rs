@@ -24,9 +24,19 @@
 //! is forgotten, every socket in the registry folder is deleted, the
 //! `wipe` callback runs (the kubelet deletes every ResourceSlice of its
 //! node when it starts; it runs at start too), and the folder is watched
-//! again. Simplifications: one record per driver (a newer registration
-//! replaces the older, where the kubelet keeps both and prefers the newest
-//! connected one), and no delayed wipe of a disconnected driver's slices.
+//! again.
+//!
+//! Several instances of one driver (a rolling update) register side by side
+//! as the kubelet's DRA plugin manager does since 1.33 (modelled on 1.34):
+//! each registration socket names its own endpoint, a second registration
+//! of an endpoint already registered is refused, calls go to the newest
+//! registration, and when a socket goes only that instance is deregistered
+//! (the newest remaining one is called again). Kubelets before 1.33 kept
+//! one plugin per driver name, refused a second registration of the same
+//! version and dropped the driver when either socket went. Simplifications:
+//! the kubelet prefers the newest *connected* instance where this takes the
+//! newest registered; health updates of an instance not called any more
+//! are not recorded; no delayed wipe of a gone driver's slices.
 
 mod claims;
 mod health;
@@ -174,8 +184,13 @@ pub struct DraDriverRecord {
 /// The simulated kubelet's view, published on a watch channel.
 #[derive(Clone, Debug, Default)]
 pub struct DraSimState {
-    /// Registered drivers by name (a driver whose socket went leaves it).
+    /// Registered drivers by name, each the newest registration of the
+    /// driver, the one the kubelet calls (a driver whose sockets all went
+    /// leaves it).
     pub drivers: BTreeMap<String, DraDriverRecord>,
+    /// Older registrations of a driver still registered beside the newest
+    /// (a rolling update), oldest first.
+    pub standby: Vec<DraDriverRecord>,
     /// Registrations per driver since the kubelet (re)started, counting
     /// those of drivers deregistered since.
     pub registrations: BTreeMap<String, u64>,
@@ -297,10 +312,11 @@ impl SimDraKubelet {
         // Nothing of the old instance may register what the new one finds.
         self.watch.stop_and_clean().await;
         self.shared.state.send_modify(|s| {
-            for record in s.drivers.values() {
+            for record in s.drivers.values().chain(&s.standby) {
                 record.stop.cancel();
             }
             s.drivers.clear();
+            s.standby.clear();
             s.registrations.clear();
         });
         self.shared.wipe();
@@ -395,7 +411,8 @@ impl SimDraKubelet {
 
 impl Drop for SimDraKubelet {
     fn drop(&mut self) {
-        for record in self.shared.state.borrow().drivers.values() {
+        let state = self.shared.state.borrow();
+        for record in state.drivers.values().chain(&state.standby) {
             record.stop.cancel();
         }
     }

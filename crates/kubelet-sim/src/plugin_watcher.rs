@@ -174,9 +174,7 @@ impl SimPluginWatcher {
             .wait_for(&format!("{resource} to register"), timeout, |s| {
                 s.plugins
                     .get(resource)
-                    .is_some_and(|p| {
-                        p.registrations >= count && p.lists_received > 0 && p.notified
-                    })
+                    .is_some_and(|p| p.registrations >= count && p.lists_received > 0 && p.notified)
             })
             .await?;
         Ok(state.plugins[resource].clone())

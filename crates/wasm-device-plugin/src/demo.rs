@@ -84,6 +84,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             state_dir: folder.path().join("state"),
             kubeconfig: dra.as_ref().map(|d| d.kubeconfig().to_owned()),
             node_name: DEMO_NODE.to_owned(),
+            instance_id: None,
         },
         Metrics::new(),
     )

@@ -173,6 +173,24 @@ struct RunArgs {
     /// publish their ResourceSlices for it. Required with a DRA resource.
     #[arg(long, env = "NODE_NAME")]
     node_name: Option<String>,
+
+    /// This instance's ID, the pod's UID (the downward API's
+    /// metadata.uid): DRA drivers then serve `dra-<id>.sock` and
+    /// `<driver>-<id>-reg.sock`, so a rolling update can run the new pod
+    /// beside the old one (kubelet 1.33 or later). Letters, digits and `-`.
+    #[arg(long, env = "POD_UID", value_parser = parse_instance_id)]
+    instance_id: Option<String>,
+}
+
+/// An instance ID goes into socket and file names.
+fn parse_instance_id(id: &str) -> Result<String, String> {
+    if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(format!(
+            "{id:?} is not an instance ID: 1-64 letters, digits and '-' (a pod UID)"
+        ));
+    }
+    Ok(id.to_owned())
 }
 
 #[derive(Debug, clap::Args)]
@@ -283,6 +301,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         state_dir: args.state_dir,
         kubeconfig: args.kubeconfig,
         node_name: args.node_name.unwrap_or_default(),
+        instance_id: args.instance_id,
     };
     let host = Host::start(options, metrics)
         .await

@@ -85,6 +85,7 @@ impl World {
             state_dir: self.tmp.path().join("state"),
             kubeconfig: None,
             node_name: "node-a".to_owned(),
+            instance_id: None,
         }
     }
 

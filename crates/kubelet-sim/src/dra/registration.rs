@@ -37,14 +37,34 @@ impl SocketHandler for DraHandler {
 
     fn deregister(&self, socket: &Path) {
         self.shared.state.send_modify(|s| {
-            s.drivers.retain(|name, record| {
+            s.standby.retain(|record| {
                 let gone = record.socket == socket;
                 if gone {
-                    tracing::info!(driver = %name, "DRA driver deregistered");
+                    tracing::info!(driver = %record.info.name, endpoint = %record.info.endpoint, "DRA driver instance deregistered; a newer one stays");
                     record.stop.cancel();
                 }
                 !gone
             });
+            let gone: Vec<String> = s
+                .drivers
+                .iter()
+                .filter(|(_, record)| record.socket == socket)
+                .map(|(name, _)| name.clone())
+                .collect();
+            for name in gone {
+                if let Some(record) = s.drivers.remove(&name) {
+                    record.stop.cancel();
+                }
+                // The newest remaining instance is called from now on.
+                match s.standby.iter().rposition(|r| r.info.name == name) {
+                    Some(newest) => {
+                        let record = s.standby.remove(newest);
+                        tracing::info!(driver = %name, endpoint = %record.info.endpoint, "DRA driver instance deregistered; calling the remaining one");
+                        s.drivers.insert(name, record);
+                    }
+                    None => tracing::info!(driver = %name, "DRA driver deregistered"),
+                }
+            }
         });
     }
 }
@@ -139,6 +159,26 @@ async fn register(shared: &Arc<Shared>, socket: &Path, stop: &CancellationToken)
         }
         return Handled::Done;
     }
+    let taken = {
+        let state = shared.state.borrow();
+        state
+            .drivers
+            .values()
+            .chain(&state.standby)
+            .any(|r| r.info.name == info.name && r.info.endpoint == info.endpoint)
+    };
+    if taken {
+        // One instance cannot hijack the endpoint of another.
+        let problem = format!(
+            "endpoint {} already registered for DRA driver plugin {}",
+            info.endpoint, info.name
+        );
+        fail(problem.clone());
+        if let Err(e) = notify_status(&mut conn, false, problem).await {
+            fail(format!("NotifyRegistrationStatus: {e}"));
+        }
+        return Handled::Done;
+    }
     let health_service =
         choose_health_service(&info.supported_versions, &shared.options.health_services);
     let channel = wdp_kubelet_api::connect_unix_target(&info.endpoint);
@@ -167,8 +207,9 @@ async fn register(shared: &Arc<Shared>, socket: &Path, stop: &CancellationToken)
             channel: channel.clone(),
             stop: registration_stop.clone(),
         };
+        // An older instance stays registered beside the new one.
         if let Some(older) = s.drivers.insert(driver.clone(), record) {
-            older.stop.cancel();
+            s.standby.push(older);
         }
     });
     tracing::info!(%driver, service = %chosen_service, health = ?health_service, "DRA driver registered");

@@ -1,0 +1,267 @@
+//! Which instance of the host publishes a driver's ResourceSlices while two
+//! run on one node (a DaemonSet rolling update with `maxSurge: 1`).
+//!
+//! Both instances serve the kubelet (it sends new calls to the newest
+//! registered one and may fall back to the other), but only one may
+//! publish: two publishers with different device lists would overwrite each
+//! other's slices forever. The newest instance takes over: at start it
+//! writes its instance ID into `<state-dir>/dra/<driver>.publisher`; every
+//! instance follows that file and publishes only while it names itself.
+//!
+//! Each instance holds an exclusive `flock` on
+//! `<state-dir>/dra/<driver>.instances/<id>` for as long as it runs (the
+//! kernel releases it when the process dies, however it dies). An instance
+//! that finds the publisher file naming an instance whose lock is free (it
+//! crashed, or was stopped: a rollback, a new pod that failed) takes the
+//! publishing back. Files of instances gone are removed by whoever finds
+//! them.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How often the publisher file is read again when no file event came.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// One instance's claim to publish a driver's slices.
+#[derive(Debug)]
+pub struct Handover {
+    leading: watch::Receiver<bool>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// The files of one driver's handover.
+#[derive(Clone, Debug)]
+struct Files {
+    driver: String,
+    instance: String,
+    publisher: PathBuf,
+    instances: PathBuf,
+}
+
+impl Files {
+    fn new(state_dir: &Path, driver: &str, instance: &str) -> Self {
+        let dir = state_dir.join("dra");
+        Self {
+            driver: driver.to_owned(),
+            instance: instance.to_owned(),
+            publisher: dir.join(format!("{driver}.publisher")),
+            instances: dir.join(format!("{driver}.instances")),
+        }
+    }
+
+    fn alive_file(&self, instance: &str) -> PathBuf {
+        self.instances.join(instance)
+    }
+
+    /// Holds this instance's lock for as long as the file lives.
+    fn hold_alive(&self) -> std::io::Result<File> {
+        std::fs::create_dir_all(&self.instances)?;
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.alive_file(&self.instance))?;
+        file.try_lock().map_err(|error| match error {
+            std::fs::TryLockError::WouldBlock => std::io::Error::other(format!(
+                "another running instance uses the instance ID {:?}",
+                self.instance
+            )),
+            std::fs::TryLockError::Error(error) => error,
+        })?;
+        Ok(file)
+    }
+
+    /// Whether instance `id` still runs (its lock is held).
+    fn is_alive(&self, id: &str) -> bool {
+        if id == self.instance {
+            return true;
+        }
+        let Ok(file) = File::options().write(true).open(self.alive_file(id)) else {
+            return false;
+        };
+        match file.try_lock() {
+            Ok(()) => {
+                let _ = file.unlock();
+                let _ = std::fs::remove_file(self.alive_file(id));
+                false
+            }
+            Err(std::fs::TryLockError::WouldBlock) => true,
+            Err(std::fs::TryLockError::Error(_)) => false,
+        }
+    }
+
+    /// The instance the publisher file names.
+    fn publisher(&self) -> Option<String> {
+        std::fs::read_to_string(&self.publisher)
+            .ok()
+            .map(|text| text.trim().to_owned())
+            .filter(|id| !id.is_empty())
+    }
+
+    /// Names this instance in the publisher file (atomically).
+    fn take_over(&self) -> std::io::Result<()> {
+        let dir = self.publisher.parent().unwrap_or(Path::new("."));
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        std::io::Write::write_all(&mut tmp, format!("{}\n", self.instance).as_bytes())?;
+        tmp.persist(&self.publisher).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// Whether this instance should publish now; takes the publishing over
+    /// from an instance that is gone.
+    fn should_lead(&self) -> bool {
+        match self.publisher() {
+            Some(id) if id == self.instance => true,
+            Some(id) if self.is_alive(&id) => false,
+            gone => {
+                match self.take_over() {
+                    Ok(()) => {
+                        tracing::info!(driver = %self.driver, instance = %self.instance, previous = ?gone, "the instance that published the ResourceSlices is gone: publishing them");
+                    }
+                    Err(error) => {
+                        tracing::error!(driver = %self.driver, path = %self.publisher.display(), %error, "cannot record this instance as the ResourceSlice publisher; publishing anyway");
+                    }
+                }
+                true
+            }
+        }
+    }
+}
+
+impl Handover {
+    /// Starts instance `instance` of `driver`, whose state lives under
+    /// `state_dir`: it takes the publishing over at once, and follows the
+    /// publisher file until `parent` is cancelled or it is stopped. An
+    /// instance that cannot write its files (a read-only state folder)
+    /// publishes, as a single instance does, and says why at ERROR.
+    pub fn start(
+        state_dir: &Path,
+        driver: &str,
+        instance: &str,
+        parent: &CancellationToken,
+    ) -> Self {
+        let files = Files::new(state_dir, driver, instance);
+        let alive = files.hold_alive();
+        if let Err(error) = &alive {
+            tracing::error!(%driver, %instance, path = %files.alive_file(instance).display(), %error, "cannot hold this instance's lock; a second instance during a rolling update could not tell this one runs");
+        }
+        if let Err(error) = files.take_over() {
+            tracing::error!(%driver, path = %files.publisher.display(), %error, "cannot record this instance as the ResourceSlice publisher");
+        }
+        let (leading_tx, leading) = watch::channel(true);
+        let stop = parent.child_token();
+        let task = tokio::spawn(follow(files, alive.ok(), leading_tx, stop.clone()));
+        Self {
+            leading,
+            stop,
+            task,
+        }
+    }
+
+    /// Whether this instance publishes now; changes as instances come and go.
+    pub fn leading(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
+    /// Stops following; this instance's lock file goes (the next instance
+    /// to look takes the publishing over).
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+async fn follow(
+    files: Files,
+    alive: Option<File>,
+    leading: watch::Sender<bool>,
+    stop: CancellationToken,
+) {
+    let changed = Arc::new(Notify::new());
+    let _watcher = watch_folder(&files.publisher, changed.clone());
+    loop {
+        let lead = files.should_lead();
+        if leading.send_if_modified(|now| std::mem::replace(now, lead) != lead) && !lead {
+            tracing::info!(driver = %files.driver, instance = %files.instance, newer = ?files.publisher(), "a newer instance of the host publishes the ResourceSlices now; this one keeps serving the kubelet until it stops");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(RECHECK) => {}
+        }
+    }
+    if let Some(file) = alive {
+        let _ = std::fs::remove_file(files.alive_file(&files.instance));
+        let _ = file.unlock();
+    }
+}
+
+/// Wakes `changed` on any change in the folder of `path`.
+fn watch_folder(path: &Path, changed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
+    let dir = path.parent()?.to_owned();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            changed.notify_one();
+        }
+    })
+    .ok()?;
+    watcher.watch(&dir, RecursiveMode::NonRecursive).ok()?;
+    Some(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn until(mut leading: watch::Receiver<bool>, wanted: bool) {
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            leading.wait_for(|now| *now == wanted),
+        )
+        .await
+        .expect("handover in time")
+        .expect("handover running");
+    }
+
+    #[tokio::test]
+    async fn the_newest_instance_publishes_and_the_older_takes_over_when_it_goes() {
+        let state = tempfile::tempdir().unwrap();
+        let shutdown = CancellationToken::new();
+        let old = Handover::start(state.path(), "d.example.com", "pod-old", &shutdown);
+        until(old.leading(), true).await;
+        let new = Handover::start(state.path(), "d.example.com", "pod-new", &shutdown);
+        until(new.leading(), true).await;
+        until(old.leading(), false).await;
+
+        // A rollback: the new pod goes, the old one publishes again.
+        new.stop().await;
+        until(old.leading(), true).await;
+        assert!(
+            !state
+                .path()
+                .join("dra/d.example.com.instances/pod-new")
+                .exists()
+        );
+        old.stop().await;
+    }
+
+    #[tokio::test]
+    async fn two_instances_cannot_share_an_id() {
+        let state = tempfile::tempdir().unwrap();
+        let files = Files::new(state.path(), "d.example.com", "same");
+        let _held = files.hold_alive().unwrap();
+        let error = files.hold_alive().unwrap_err();
+        assert!(error.to_string().contains("\"same\""), "{error}");
+        let observer = Files::new(state.path(), "d.example.com", "observer");
+        assert!(observer.is_alive("same"));
+        assert!(!observer.is_alive("gone"));
+    }
+}
