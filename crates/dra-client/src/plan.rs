@@ -7,18 +7,22 @@
 //! empty device list plans one empty slice, so the pool stays visible, at its
 //! new generation, with no devices in it.
 
+use std::time::Duration;
+
 use k8s_openapi::api::resource::v1::{
     Device, DeviceAttribute, DeviceTaint as ApiDeviceTaint, ResourcePool, ResourceSliceSpec,
 };
 
 use crate::device::{AttributeValue, DraDevice};
+use crate::publisher::DEFAULT_MIN_WRITE_INTERVAL;
 
 /// At most this many devices in one ResourceSlice.
 pub const MAX_DEVICES_PER_SLICE: usize = 128;
 /// At most this many devices in a ResourceSlice holding any tainted device.
 pub const MAX_DEVICES_PER_TAINTED_SLICE: usize = 64;
 
-/// Where a device list is published: one driver's pool on one node.
+/// Where a device list is published: one driver's pool on one node, and how
+/// often the publisher may write it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PoolTarget {
     /// The DRA driver name (`spec.driver`), a DNS subdomain.
@@ -27,6 +31,9 @@ pub struct PoolTarget {
     pub node_name: String,
     /// The pool (`spec.pool.name`); the node name unless chosen otherwise.
     pub pool_name: String,
+    /// The shortest time between the starts of two publisher passes over the
+    /// pool (`publish-interval-ms`); [`DEFAULT_MIN_WRITE_INTERVAL`] unless chosen.
+    pub min_write_interval: Duration,
 }
 
 impl PoolTarget {
@@ -37,7 +44,15 @@ impl PoolTarget {
             driver: driver.into(),
             pool_name: node_name.clone(),
             node_name,
+            min_write_interval: DEFAULT_MIN_WRITE_INTERVAL,
         }
+    }
+
+    /// The same target with `interval` between the starts of two passes
+    /// (see `PublisherHandle::set_min_write_interval`).
+    pub fn with_min_write_interval(mut self, interval: Duration) -> Self {
+        self.min_write_interval = interval;
+        self
     }
 
     /// Names this target in messages: `driver X on node Y`.

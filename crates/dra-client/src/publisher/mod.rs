@@ -68,7 +68,7 @@ pub struct SlicePublisher;
 
 impl SlicePublisher {
     /// Starts the publisher task of `target` on the current tokio runtime,
-    /// with the write interval [`DEFAULT_MIN_WRITE_INTERVAL`] (see
+    /// with its `min_write_interval` (see
     /// [`PublisherHandle::set_min_write_interval`]). It
     /// writes nothing before the first [`PublisherHandle::publish`], and ends
     /// when `shutdown` is cancelled, the handle is stopped, withdrawn or
@@ -81,7 +81,7 @@ impl SlicePublisher {
         let api: Api<ResourceSlice> = Api::all(client);
         let (desired_sender, desired_receiver) = watch::channel(None);
         let (status_sender, status_receiver) = watch::channel(PublishStatus::default());
-        let (interval_sender, interval_receiver) = watch::channel(DEFAULT_MIN_WRITE_INTERVAL);
+        let (interval_sender, interval_receiver) = watch::channel(target.min_write_interval);
         let stop = shutdown.child_token();
         let task = tokio::spawn(task::run(task::PublisherTask {
             api: api.clone(),

@@ -78,6 +78,10 @@ pub struct ResourceConfig {
     /// The DRA driver name (a DNS subdomain); set exactly when `api` is
     /// [`ServingApi::Dra`].
     pub driver: Option<String>,
+    /// The shortest time between two ResourceSlice write passes of a DRA
+    /// resource's pool (`publish-interval-ms`); the default on a
+    /// device-plugin resource, which publishes no slices.
+    pub publish_interval: Duration,
 }
 
 impl ConfigSet {

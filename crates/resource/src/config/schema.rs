@@ -196,6 +196,10 @@ pub(super) struct RawResource {
     pub(super) get_preferred_allocation: Option<bool>,
     #[serde(default)]
     pub(super) poll_interval_ms: Option<u64>,
+    /// Read as the widest TOML integer so that a negative value is refused
+    /// by name instead of as a type error.
+    #[serde(default)]
+    pub(super) publish_interval_ms: Option<i64>,
     #[serde(default = "default_permissions")]
     pub(super) permissions: String,
     #[serde(default)]

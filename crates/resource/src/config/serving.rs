@@ -1,8 +1,11 @@
-//! Which kubelet API serves a resource: the `api` and `driver` keys, and
-//! the keys a DRA resource may not set because only the device-plugin API
-//! has a meaning for them. Every refusal names the file and the key.
+//! Which kubelet API serves a resource: the `api` and `driver` keys, the
+//! keys a DRA resource may not set because only the device-plugin API has a
+//! meaning for them, and the DRA-only `publish-interval-ms`. Every refusal
+//! names the file and the key.
 
+use std::ops::RangeInclusive;
 use std::path::Path;
+use std::time::Duration;
 
 use super::error::ConfigError;
 use super::schema::{CdiMode, RawResource, ServingApi};
@@ -77,6 +80,41 @@ pub(super) fn check_serving_api(
     }
 }
 
+/// The `publish-interval-ms` values accepted: from 100 ms (a flapping device
+/// could otherwise cost its pool ten writes a second) to 10 minutes (a second
+/// health change within the interval waits for its end, and an unhealthy
+/// device stays schedulable until then).
+pub const PUBLISH_INTERVAL_MS: RangeInclusive<i64> = 100..=600_000;
+
+/// The write interval of a DRA resource's ResourceSlices: `publish-interval-ms`
+/// within [`PUBLISH_INTERVAL_MS`], or the publisher's default (1 s). Refused,
+/// by file and key, out of range or on a device-plugin resource.
+pub(super) fn publish_interval(file: &Path, raw: &RawResource) -> Result<Duration, ConfigError> {
+    const FIELD: &str = "publish-interval-ms";
+    let Some(ms) = raw.publish_interval_ms else {
+        return Ok(wdp_dra_client::DEFAULT_MIN_WRITE_INTERVAL);
+    };
+    if raw.api != ServingApi::Dra {
+        return Err(ConfigError::invalid(
+            file,
+            FIELD,
+            "only a resource with `api = \"dra\"` publishes ResourceSlices; remove it",
+        ));
+    }
+    if !PUBLISH_INTERVAL_MS.contains(&ms) {
+        return Err(ConfigError::invalid(
+            file,
+            FIELD,
+            format!(
+                "{ms} is out of range: the shortest time between two ResourceSlice writes of the pool must be {} to {} milliseconds",
+                PUBLISH_INTERVAL_MS.start(),
+                PUBLISH_INTERVAL_MS.end()
+            ),
+        ));
+    }
+    Ok(Duration::from_millis(ms.unsigned_abs()))
+}
+
 /// A DRA driver name: a DNS subdomain of at most 63 characters (what the
 /// ResourceSlice `driver` field accepts), by `wdp_dra_client`'s rule.
 pub fn validate_driver_name(driver: &str) -> Result<(), String> {
@@ -139,6 +177,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("GPU_driver"), "{error}");
+    }
+
+    #[test]
+    fn the_publish_interval_defaults_to_a_second_and_is_bounded_by_name() {
+        let r = parse(&dra_with("driver = \"gpu.example.com\"\n")).unwrap();
+        assert_eq!(r.publish_interval, Duration::from_secs(1));
+        let r = parse(&dra_with(
+            "driver = \"gpu.example.com\"\npublish-interval-ms = 5000\n",
+        ))
+        .unwrap();
+        assert_eq!(r.publish_interval, Duration::from_secs(5));
+        for bad in ["0", "99", "-1", "600001"] {
+            let text = dra_with(&format!(
+                "driver = \"gpu.example.com\"\npublish-interval-ms = {bad}\n"
+            ));
+            let error = parse(&text).unwrap_err().to_string();
+            assert!(
+                error.contains("/cfg/gpu.toml")
+                    && error.contains("`publish-interval-ms`")
+                    && error.contains("100 to 600000 milliseconds"),
+                "{bad}: {error}"
+            );
+        }
+        let text = "version = 1\nresource = \"example.com/gpu\"\npublish-interval-ms = 1000\n[[nodes]]\npath = \"/dev/fuse\"\n";
+        let error = parse(text).unwrap_err().to_string();
+        assert!(
+            error.contains("`publish-interval-ms`") && error.contains("api = \"dra\""),
+            "{error}"
+        );
     }
 
     #[test]

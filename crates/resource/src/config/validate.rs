@@ -14,7 +14,7 @@ use super::model::{HookBinding, ResourceConfig};
 use super::schema::{
     CONFIG_VERSION, CdiEdits, CdiMode, HostSettings, RawResource, ServingApi, parse,
 };
-use super::serving::check_serving_api;
+use super::serving::{check_serving_api, publish_interval};
 use super::socket::{default_socket_name, validate_socket_name};
 use crate::limits::MAX_DEVICES_PER_RESOURCE;
 
@@ -41,6 +41,7 @@ pub fn parse_resource(
     check_version(file, raw.version)?;
     validate_resource_name(&raw.resource).map_err(|p| ConfigError::invalid(file, "resource", p))?;
     let driver = check_serving_api(file, &raw)?;
+    let publish_interval = publish_interval(file, &raw)?;
     let socket = match raw.socket {
         // A DRA resource has no device-plugin socket.
         _ if raw.api == ServingApi::Dra => String::new(),
@@ -224,6 +225,7 @@ pub fn parse_resource(
         cdi_edits: raw.cdi_edits,
         api: raw.api,
         driver,
+        publish_interval,
     })
 }
 
