@@ -139,7 +139,8 @@ impl DraDriver {
         let stop = parent.child_token();
         remove_stale_sockets(paths, driver);
         let handover = Handover::start(&paths.state_dir, driver, &paths.instance_id(), &stop);
-        let target = PoolTarget::new(driver, paths.node_name.clone());
+        let target = PoolTarget::new(driver, paths.node_name.clone())
+            .with_min_write_interval(resource.spec().config.publish_interval);
         let spawn_publisher = api.spawn_publisher.clone();
         let publisher_stop = stop.clone();
         let slices = SliceSync::start(
