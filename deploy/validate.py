@@ -110,6 +110,22 @@ def render_kustomize(kubectl: str, kdir: Path) -> tuple[str, str]:
     return proc.stdout, proc.stderr
 
 
+def check_surge_refused(chart: Path, dra_values: Path) -> None:
+    """The DRA values with the default device-plugin file kept must not render."""
+    import helm_python as helm  # from the validate.sh virtualenv
+
+    values = yaml.safe_load(dra_values.read_text())
+    values["config"]["files"].pop("fuse.toml", None)
+    with helm.Chart.load(str(chart)) as ch:
+        try:
+            ch.render(values, name="wdp", namespace="wasm-device-plugin", is_install=True)
+        except helm.HelmError as exc:
+            if "fuse.toml is not a DRA resource" not in str(exc):
+                raise Failure(f"helm/{chart.name}: a surge upgrade with fuse.toml failed without naming it: {exc}") from None
+            return
+    raise Failure(f"helm/{chart.name}: dra.surgeUpgrade with a device-plugin resource (fuse.toml) rendered; two pods would fight over its socket")
+
+
 def render_helm(chart: Path, values_file: Path | None, namespace: str) -> str:
     import helm_python as helm  # from the validate.sh virtualenv
 
@@ -178,6 +194,30 @@ def config_layout(
     return None if external else files
 
 
+def check_surge(where: str, configmaps: dict[str, Any], container: dict[str, Any], ru: dict[str, Any]) -> None:
+    """A surge runs two pods on a node: only DRA drivers, each instance with
+    its own sockets (POD_UID from the pod's UID), can share a node."""
+    kinds = set()
+    for cm in configmaps.values():
+        for name, text in (cm.get("data") or {}).items():
+            if name.endswith(".toml") and name != "host.toml":
+                kinds.add("dra" if tomllib.loads(text).get("api") == "dra" else "device-plugin")
+    if kinds != {"dra"}:
+        raise Failure(
+            f"{where}: maxSurge must be 0 while the configuration serves device-plugin "
+            "resources (two plugins on a node fight over their sockets)"
+        )
+    env = {e.get("name"): e for e in container.get("env", [])}
+    field = env.get("POD_UID", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+    if field != "metadata.uid":
+        raise Failure(
+            f"{where}: maxSurge > 0 needs POD_UID from metadata.uid, so each instance "
+            "serves its own DRA sockets"
+        )
+    if str(ru.get("maxUnavailable", "")) not in ("0", "0%"):
+        raise Failure(f"{where}: with maxSurge, maxUnavailable must be 0 (the old pod serves until the new one is ready)")
+
+
 def check_set(label: str, docs: list[dict[str, Any]]) -> None:
     configmaps = {
         d["metadata"]["name"]: d for d in docs if d.get("kind") == "ConfigMap"
@@ -218,7 +258,7 @@ def check_set(label: str, docs: list[dict[str, Any]]) -> None:
             raise Failure(f"{where}: selector {k}={v} does not match the pod template labels")
     ru = spec.get("updateStrategy", {}).get("rollingUpdate", {})
     if str(ru.get("maxSurge", 0)) not in ("0", "0%"):
-        raise Failure(f"{where}: maxSurge must be 0 (two plugins on a node fight over sockets)")
+        check_surge(where, configmaps, tmpl["spec"]["containers"][0], ru)
     if pod.get("priorityClassName") != "system-node-critical":
         raise Failure(f"{where}: priorityClassName is not system-node-critical")
     if pod.get("hostNetwork"):
@@ -534,6 +574,13 @@ def main() -> int:
                 check_monitoring(label, docs, ds["spec"]["template"]["metadata"]["labels"])
             except (Failure, KeyError, ValueError, IndexError) as exc:
                 fail(f"{label}: {exc}" if not isinstance(exc, Failure) else str(exc))
+        dra_values = chart / "ci" / "dra-values.yaml"
+        if dra_values.is_file():
+            try:
+                check_surge_refused(chart, dra_values)
+                ok(f"helm/{chart.name}: a surge upgrade with a device-plugin resource is refused, naming it")
+            except Failure as exc:
+                fail(str(exc))
         base = sets.get("kustomize/base")
         default = sets.get(f"helm/{chart.name} (defaults)")
         if base and default:
