@@ -21,6 +21,23 @@ pub fn spec_file(dir: &Path, resource: &str, uid: &str) -> PathBuf {
     dir.join(format!("wdp-{}_{uid}.json", resource.replace('/', "-")))
 }
 
+/// The claim spec files of `resource` in `dir`, with the claim UID each
+/// names.
+pub fn spec_files(dir: &Path, resource: &str) -> Vec<(String, PathBuf)> {
+    let prefix = format!("wdp-{}_", resource.replace('/', "-"));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let uid = name.strip_prefix(&prefix)?.strip_suffix(".json")?;
+            (!uid.is_empty()).then(|| (uid.to_owned(), entry.path()))
+        })
+        .collect()
+}
+
 /// The CDI device name of DRA device `device_name` prepared for claim `uid`.
 pub fn cdi_device_name(uid: &str, device_name: &str) -> String {
     format!("{uid}-{device_name}")

@@ -31,6 +31,7 @@ use wdp_kubelet_api::dra::{self, v1, v1beta1};
 use wdp_kubelet_api::dra_health;
 
 use crate::checkpoint::Checkpoint;
+use crate::cleanup;
 use crate::handover::Handover;
 use crate::health::HealthService;
 use crate::kube_api::DraApi;
@@ -130,13 +131,18 @@ impl DraDriver {
             paths.cdi_dir.clone(),
             checkpoint,
         ));
+        let stop = parent.child_token();
+        tokio::spawn(cleanup::clean_up(
+            preparer.clone(),
+            api.read_claim.clone(),
+            stop.clone(),
+        ));
         let service = DraPluginService::new(
             preparer.clone(),
             api.read_claim.clone(),
             resource.metrics().clone(),
         );
         let (registered_tx, registered) = watch::channel(false);
-        let stop = parent.child_token();
         remove_stale_sockets(paths, driver);
         let handover = Handover::start(&paths.state_dir, driver, &paths.instance_id(), &stop);
         let target = PoolTarget::new(driver, paths.node_name.clone())
@@ -244,21 +250,89 @@ impl DraDriver {
         self.handover.stop().await;
     }
 
-    /// Stops serving and deletes the driver's slices (the resource left
-    /// the configuration); prepared claims keep their CDI specs until the
-    /// kubelet unprepares them.
-    pub async fn withdraw(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
+    /// The resource left the configuration: its slices are deleted (by the
+    /// instance that publishes them) and new prepares refused; the claims
+    /// it prepared are still unprepared (their CDI specs go then) by the
+    /// returned [`Draining`], which serves the sockets until none is left
+    /// or it is stopped. `None` when no claim was prepared: the sockets are
+    /// gone already.
+    pub async fn withdraw(self) -> Option<Draining> {
+        self.preparer.start_draining();
+        let publishing = self.is_publishing();
         match self.slices.withdraw().await {
-            Ok(deleted) => {
+            Ok(deleted) if publishing => {
                 tracing::info!(driver = %self.driver, deleted, "ResourceSlices withdrawn")
             }
+            Ok(_) => {}
             Err(error) => {
                 tracing::warn!(driver = %self.driver, %error, "cannot withdraw the ResourceSlices")
             }
         }
-        self.handover.stop().await;
+        let left = self.preparer.prepared_claims().await.len();
+        if left == 0 {
+            self.stop.cancel();
+            let _ = self.task.await;
+            self.handover.stop().await;
+            return None;
+        }
+        tracing::info!(driver = %self.driver, claims = left, "resource removed from the configuration: the driver keeps serving until the kubelet has unprepared the claims it prepared");
+        let Self {
+            driver,
+            preparer,
+            handover,
+            stop,
+            task,
+            ..
+        } = self;
+        let drained = stop.clone();
+        let name = driver.clone();
+        let drain = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = drained.cancelled() => break,
+                    left = preparer.wait_for_unprepare(Duration::from_secs(1)) => if left == 0 {
+                        tracing::info!(driver = %name, "every claim unprepared: the driver stops");
+                        break;
+                    },
+                }
+            }
+            drained.cancel();
+            let _ = task.await;
+            handover.stop().await;
+        });
+        Some(Draining {
+            driver,
+            stop,
+            task: drain,
+        })
+    }
+}
+
+/// A driver whose resource left the configuration, serving unprepare for
+/// the claims it prepared until none is left.
+#[derive(Debug)]
+pub struct Draining {
+    driver: String,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Draining {
+    /// The driver name.
+    pub fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    /// Whether every claim was unprepared and the sockets are gone.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// Stops serving now (shutdown, or the driver is configured again: the
+    /// new one serves the claims left, from the checkpoint).
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
     }
 }
 

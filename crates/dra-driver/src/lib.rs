@@ -10,7 +10,8 @@
 //! stream ([`HealthService`]); `checkpoint` is the on-disk record of
 //! prepared claims, shared with a second instance during a rolling update;
 //! `handover` decides which instance publishes; `prepare` holds the per-claim prepare and unprepare
-//! decisions and `claim_cdi` the CDI spec of one claim; `service` is the
+//! decisions and `claim_cdi` the CDI spec of one claim; `cleanup` unprepares at
+//! start what the API server no longer has; `service` is the
 //! `DRAPlugin` gRPC side (v1 and v1beta1); `kube_api` connects to the API
 //! server ([`connect`], [`DraApi`]); `driver` runs one driver (sockets,
 //! registration, slice publishing, health stream: [`DraDriver`]); `report`
@@ -25,6 +26,7 @@
 
 mod checkpoint;
 mod claim_cdi;
+mod cleanup;
 mod devices;
 mod driver;
 mod error;
@@ -36,7 +38,7 @@ mod publish;
 mod report;
 mod service;
 
-pub use driver::{DraDriver, DriverPaths};
+pub use driver::{DraDriver, Draining, DriverPaths};
 pub use error::DraError;
 pub use health::HealthService;
 pub use kube_api::{DraApi, connect};

@@ -27,10 +27,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 
 use crate::checkpoint::{Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim_cdi;
@@ -107,6 +108,10 @@ pub struct ClaimPreparer {
     cdi_dir: PathBuf,
     checkpoint: Mutex<Checkpoint>,
     in_flight: std::sync::Mutex<InFlight>,
+    /// The resource left the configuration: only unprepare is served.
+    draining: AtomicBool,
+    /// Woken after every unprepare.
+    unprepared: Notify,
 }
 
 /// Claims being prepared or unprepared right now, and the devices picked
@@ -157,7 +162,42 @@ impl ClaimPreparer {
             cdi_dir,
             checkpoint: Mutex::new(checkpoint),
             in_flight: std::sync::Mutex::new(InFlight::default()),
+            draining: AtomicBool::new(false),
+            unprepared: Notify::new(),
         }
+    }
+
+    /// From now on prepares are refused (the resource left the
+    /// configuration); unprepares go on until no claim is left.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits until an unprepare happens (or a moment passes: the other
+    /// instance of a rolling update may unprepare too), then answers how
+    /// many claims are still prepared.
+    pub async fn wait_for_unprepare(&self, at_most: std::time::Duration) -> usize {
+        let _ = tokio::time::timeout(at_most, self.unprepared.notified()).await;
+        self.checkpoint().await.claims().len()
+    }
+
+    /// The CDI specs in the CDI folder of claims the checkpoint does not
+    /// record (a crash between writing the spec and recording the claim)
+    /// and last modified more than `age` ago (a prepare in progress, here or
+    /// in the other instance of a rolling update, is younger).
+    pub async fn unrecorded_specs(&self, age: std::time::Duration) -> Vec<PathBuf> {
+        let checkpoint = self.checkpoint().await;
+        let resource = self.resource.spec().config.resource.clone();
+        claim_cdi::spec_files(&self.cdi_dir, &resource)
+            .into_iter()
+            .filter(|(uid, _)| checkpoint.get(uid).is_none())
+            .filter(|(_, path)| {
+                std::fs::metadata(path)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > age))
+            })
+            .map(|(_, path)| path)
+            .collect()
     }
 
     /// Runs `work` for claim `uid` after every earlier call for the same
@@ -226,6 +266,12 @@ impl ClaimPreparer {
     ) -> Result<Vec<PreparedDevice>, String> {
         if let Some(done) = self.prepared(&claim.uid).await {
             return Ok(done);
+        }
+        if self.draining.load(Ordering::SeqCst) {
+            return Err(format!(
+                "claim {claim}: DRA driver {} is leaving this node (its resource was removed from the configuration); it only unprepares the claims it prepared",
+                self.driver
+            ));
         }
         let object = read
             .map_err(|e| format!("claim {claim}: cannot read it from the API server: {e}"))?
@@ -453,8 +499,11 @@ impl ClaimPreparer {
     /// Unprepares claim `uid`: its CDI spec and checkpoint entry go. An
     /// unknown claim is already unprepared.
     pub async fn unprepare(&self, claim: &ClaimRef) -> Result<(), String> {
-        self.one_at_a_time(&claim.uid, self.unprepare_now(claim))
-            .await
+        let result = self
+            .one_at_a_time(&claim.uid, self.unprepare_now(claim))
+            .await;
+        self.unprepared.notify_waiters();
+        result
     }
 
     /// Unprepares `claim`; the caller holds the claim's gate.

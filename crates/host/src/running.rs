@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use wdp_device_plugin::ServerHandle;
-use wdp_dra_driver::DraDriver;
+use wdp_dra_driver::{DraDriver, Draining};
 use wdp_resource::Resource;
 
 /// How a running resource is served to the kubelet.
@@ -34,14 +34,19 @@ impl Running {
     }
 
     /// Stops it for good (the resource left the configuration): as
-    /// [`stop`](Self::stop), and a DRA driver's slices are deleted.
-    pub(crate) async fn withdraw(self) {
+    /// [`stop`](Self::stop), and a DRA driver's slices are deleted; a DRA
+    /// driver with prepared claims goes on serving their unprepare, as the
+    /// returned [`Draining`].
+    pub(crate) async fn withdraw(self) -> Option<Draining> {
         match self.serving {
             Serving::Dra(driver) => {
                 self.refresher.abort();
-                driver.withdraw().await;
+                driver.withdraw().await
             }
-            serving @ Serving::DevicePlugin(_) => Running { serving, ..self }.stop().await,
+            serving @ Serving::DevicePlugin(_) => {
+                Running { serving, ..self }.stop().await;
+                None
+            }
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use wdp_device_plugin::{FolderEvent, ServerHandle};
-use wdp_dra_driver::{DraApi, DraDriver, DriverPaths};
+use wdp_dra_driver::{DraApi, DraDriver, Draining, DriverPaths};
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
@@ -48,6 +48,9 @@ pub struct Host {
     /// one used: a reload keeps them compiled, so reverting is a cache hit.
     pub(crate) previous_builds: std::sync::Mutex<std::collections::BTreeSet<String>>,
     watchers: std::sync::Mutex<Vec<notify::RecommendedWatcher>>,
+    /// DRA drivers whose resource left the configuration, still serving
+    /// unprepare for the claims they prepared.
+    pub(crate) draining: Mutex<Vec<Draining>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -137,6 +140,7 @@ impl Host {
             last_error: watch::Sender::new(None),
             previous_builds: std::sync::Mutex::default(),
             watchers: std::sync::Mutex::new(vec![config_watcher]),
+            draining: Mutex::default(),
         });
         {
             let watcher = watch_plugin_dir(
@@ -250,6 +254,17 @@ impl Host {
                 &self.shutdown,
             )),
             Some(driver) => {
+                // Configured again while draining: the new driver serves
+                // the claims left, from the same checkpoint.
+                let mut draining = self.draining.lock().await;
+                let (same, others): (Vec<Draining>, Vec<Draining>) = std::mem::take(&mut *draining)
+                    .into_iter()
+                    .partition(|d| d.driver() == driver);
+                *draining = others.into_iter().filter(|d| !d.is_finished()).collect();
+                drop(draining);
+                for old in same {
+                    old.stop().await;
+                }
                 let api = {
                     let mut api = self.dra_api.lock().await;
                     match &*api {
@@ -310,6 +325,9 @@ impl Host {
         let mut running = self.running.lock().await;
         for (_, r) in std::mem::take(&mut *running) {
             r.stop().await;
+        }
+        for draining in std::mem::take(&mut *self.draining.lock().await) {
+            draining.stop().await;
         }
         self.watchers
             .lock()
@@ -395,7 +413,9 @@ impl Host {
             .collect();
         for name in gone {
             if let Some(r) = running.remove(&name) {
-                r.withdraw().await;
+                if let Some(draining) = r.withdraw().await {
+                    self.draining.lock().await.push(draining);
+                }
                 self.metrics.forget_resource(&name);
                 // Its CDI spec goes with it (a no-op when it wrote none).
                 if let Err(error) = wdp_resource::cdi::remove(&self.options.cdi_dir, &name) {

@@ -818,3 +818,167 @@ async fn concurrent_prepares_never_share_a_device_and_a_claim_asked_at_once_is_p
     );
     host.shutdown().await;
 }
+
+fn uid(claim: &ResourceClaim) -> String {
+    claim.metadata.uid.clone().unwrap()
+}
+
+async fn prepare_one(endpoint: &str, claim: &ResourceClaim) -> dra::NodePrepareResourceResponse {
+    let mut answer = dra_client(endpoint)
+        .await
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(claim)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    answer.claims.remove(&uid(claim)).unwrap()
+}
+
+async fn unprepare_one(endpoint: &str, claim: &ResourceClaim) -> String {
+    let mut answer = dra_client(endpoint)
+        .await
+        .node_unprepare_resources(dra::NodeUnprepareResourcesRequest {
+            claims: vec![claim_ref(claim)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    answer.claims.remove(&uid(claim)).unwrap().error
+}
+
+fn spec_of(w: &DraWorld, claim: &ResourceClaim) -> PathBuf {
+    w.cdi_dir()
+        .join(format!("wdp-example.com-gpu_{}.json", uid(claim)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_resource_drains_its_prepared_claims_before_its_sockets_go() {
+    let w = DraWorld::new("").await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let held = w.api.put_claim(claim("held", DRIVER, &[&name_of(GPU_A)]));
+    assert_eq!(prepare_one(&endpoint, &held).await.error, "");
+    assert!(spec_of(&w, &held).exists());
+
+    // The resource leaves the configuration while a pod holds the claim:
+    // no new allocation (the slices go at once), no new prepare, but the
+    // claim still unprepares, and only then do the sockets go.
+    std::fs::remove_file(w.world.config().join("gpu.toml")).unwrap();
+    host.reload().await.unwrap();
+    w.api
+        .wait_for_slices(|s| s.iter().all(|s| s.spec.driver != DRIVER), WAIT)
+        .await
+        .unwrap();
+    assert!(w.registration_socket().exists());
+    let late = w.api.put_claim(claim("late", DRIVER, &[&name_of(GPU_B)]));
+    let refused = prepare_one(&endpoint, &late).await.error;
+    assert!(refused.contains("leaving this node"), "{refused}");
+    assert_eq!(unprepare_one(&endpoint, &held).await, "");
+    assert!(!spec_of(&w, &held).exists());
+    tokio::time::timeout(WAIT, async {
+        while w.registration_socket().exists() || Path::new(&endpoint).exists() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the drained driver's sockets go");
+    assert!(cdi_specs(&w.cdi_dir()).is_empty());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_start_claims_gone_from_the_api_server_and_unrecorded_specs_are_cleaned() {
+    let w = DraWorld::new("").await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let gone = w.api.put_claim(claim("gone", DRIVER, &[&name_of(GPU_A)]));
+    let kept = w.api.put_claim(claim("kept", DRIVER, &[&name_of(GPU_B)]));
+    for c in [&gone, &kept] {
+        assert_eq!(prepare_one(&endpoint, c).await.error, "");
+    }
+    host.shutdown().await;
+
+    // While the host is down: a pod and its claim are deleted, and a crash
+    // left the spec of a claim that was never recorded (an hour old) and
+    // one of a prepare that may still be running (just written).
+    assert!(w.api.delete_claim("default", "gone"));
+    let stray = w.cdi_dir().join("wdp-example.com-gpu_stray-uid.json");
+    std::fs::copy(spec_of(&w, &kept), &stray).unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&stray)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    let young = w.cdi_dir().join("wdp-example.com-gpu_young-uid.json");
+    std::fs::copy(spec_of(&w, &kept), &young).unwrap();
+
+    let host = w.start().await;
+    let checkpoint_file = w
+        .world
+        .tmp
+        .path()
+        .join("state/dra")
+        .join(format!("{DRIVER}.json"));
+    let recorded = || std::fs::read_to_string(&checkpoint_file).unwrap();
+    tokio::time::timeout(WAIT, async {
+        while spec_of(&w, &gone).exists() || stray.exists() || recorded().contains(&uid(&gone)) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the gone claim and the stray spec are cleaned");
+    assert!(spec_of(&w, &kept).exists());
+    assert!(young.exists());
+    let checkpoint = recorded();
+    assert!(checkpoint.contains(&uid(&kept)), "{checkpoint}");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_checkpoint_is_set_aside_and_new_claims_are_still_prepared() {
+    let w = DraWorld::new("").await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let old = w.api.put_claim(claim("old", DRIVER, &[&name_of(GPU_A)]));
+    assert_eq!(prepare_one(&endpoint, &old).await.error, "");
+    host.shutdown().await;
+
+    // Cut in half, as a disk-full write of another tool might leave it.
+    let file = w
+        .world
+        .tmp
+        .path()
+        .join("state/dra")
+        .join(format!("{DRIVER}.json"));
+    let text = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &text[..text.len() / 2]).unwrap();
+
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    let aside: Vec<PathBuf> = std::fs::read_dir(file.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".json.unreadable-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), &text[..text.len() / 2]);
+    let new = w.api.put_claim(claim("new", DRIVER, &[&name_of(GPU_B)]));
+    assert_eq!(prepare_one(&endpoint, &new).await.error, "");
+    // The old claim cannot be read back; its spec, named by its UID, still
+    // goes when the kubelet unprepares it.
+    assert!(spec_of(&w, &old).exists());
+    assert_eq!(unprepare_one(&endpoint, &old).await, "");
+    assert!(!spec_of(&w, &old).exists());
+    assert!(spec_of(&w, &new).exists());
+    host.shutdown().await;
+}
