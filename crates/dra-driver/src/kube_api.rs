@@ -12,6 +12,11 @@ use wdp_dra_client::{PoolTarget, PublisherHandle, SlicePublisher};
 use crate::error::DraError;
 use crate::service::ClaimReader;
 
+/// How long a claim read may take: well inside the kubelet's 45 s for a
+/// whole `NodePrepareResources` call, so a hung API server fails the claim
+/// with a reason instead of the call with a deadline.
+pub const CLAIM_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Starts the slice publisher of one pool.
 pub type PublisherSpawner =
     Arc<dyn Fn(PoolTarget, &CancellationToken) -> PublisherHandle + Send + Sync>;
@@ -50,9 +55,14 @@ pub async fn connect(
     let read_claim: ClaimReader = Arc::new(move |claim| {
         let client = for_claims.clone();
         Box::pin(async move {
-            wdp_dra_client::get_claim(&client, &claim.namespace, &claim.name)
-                .await
-                .map_err(|error| error.to_string())
+            let read = wdp_dra_client::get_claim(&client, &claim.namespace, &claim.name);
+            match tokio::time::timeout(CLAIM_READ_TIMEOUT, read).await {
+                Ok(answer) => answer.map_err(|error| error.to_string()),
+                Err(_) => Err(format!(
+                    "reading ResourceClaim {}/{}: no answer within {CLAIM_READ_TIMEOUT:?}",
+                    claim.namespace, claim.name
+                )),
+            }
         })
     });
     let spawn_publisher: PublisherSpawner = Arc::new(move |target, shutdown| {

@@ -278,7 +278,20 @@ impl ClaimPreparer {
             .ok_or_else(|| format!("claim {claim}: not found in the API server"))?;
         let results = self.results_for_us(claim, &object)?;
         if results.is_empty() {
-            return Ok(Vec::new());
+            let mut drivers: Vec<&str> = object
+                .status
+                .iter()
+                .flat_map(|s| s.allocation.iter())
+                .flat_map(|a| a.devices.iter())
+                .flat_map(|d| d.results.iter().flatten())
+                .map(|r| r.driver.as_str())
+                .collect();
+            drivers.sort_unstable();
+            drivers.dedup();
+            return Err(format!(
+                "claim {claim}: its allocation has no device of driver {} (it names drivers {drivers:?}); the kubelet asked the wrong driver",
+                self.driver
+            ));
         }
         self.one_at_a_time(&claim.uid, self.prepare_read(claim, &object, &results))
             .await

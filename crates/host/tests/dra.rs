@@ -275,9 +275,12 @@ async fn claims_are_prepared_into_cdi_specs_idempotently_and_unprepared_after_a_
         assert_eq!(device.cdi_device_ids.len(), 1);
         assert!(device.cdi_device_ids[0].starts_with(&format!("example.com/gpu={good_uid}-")));
     }
+    // Asked to prepare a claim that holds nothing of ours: a clear refusal.
     let entry = &answer.claims[&other_driver.metadata.uid.clone().unwrap()];
     assert!(
-        entry.error.is_empty() && entry.devices.is_empty(),
+        entry.error.contains("no device of driver gpu.example.com")
+            && entry.error.contains("nic.example.com")
+            && entry.devices.is_empty(),
         "{entry:?}"
     );
     let entry = &answer.claims[&not_allocated.metadata.uid.clone().unwrap()];
@@ -419,10 +422,9 @@ async fn a_failing_pre_start_guest_fails_only_its_claim() {
         error.contains("pre-start") && error.contains("no-such-attribute"),
         "{error}"
     );
-    assert_eq!(
-        answer.claims[&elsewhere.metadata.uid.clone().unwrap()].error,
-        ""
-    );
+    // Its own reason, not the guest's.
+    let error = &answer.claims[&elsewhere.metadata.uid.clone().unwrap()].error;
+    assert!(error.contains("no device of driver"), "{error}");
     assert!(
         cdi_specs(&w.cdi_dir()).is_empty(),
         "no spec for a refused claim"
@@ -980,5 +982,83 @@ async fn a_damaged_checkpoint_is_set_aside_and_new_claims_are_still_prepared() {
     assert_eq!(unprepare_one(&endpoint, &old).await, "");
     assert!(!spec_of(&w, &old).exists());
     assert!(spec_of(&w, &new).exists());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_naming_what_is_not_ours_and_a_refusing_api_server_fail_only_their_claim() {
+    let w = DraWorld::new("").await;
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let mut other_pool = claim("other-pool", DRIVER, &[&name_of(GPU_A)]);
+    other_pool
+        .status
+        .as_mut()
+        .unwrap()
+        .allocation
+        .as_mut()
+        .unwrap()
+        .devices
+        .as_mut()
+        .unwrap()
+        .results
+        .as_mut()
+        .unwrap()[0]
+        .pool = "node-z".into();
+    let other_pool = w.api.put_claim(other_pool);
+    let unknown = w
+        .api
+        .put_claim(claim("unknown", DRIVER, &["0000-3a99-3a00-2e0"]));
+    let good = w.api.put_claim(claim("good", DRIVER, &[&name_of(GPU_B)]));
+    let twice = w
+        .api
+        .put_claim(claim("twice", DRIVER, &[&name_of(GPU_A), &name_of(GPU_A)]));
+    let answer = dra_client(&endpoint)
+        .await
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: [&other_pool, &unknown, &good, &twice]
+                .into_iter()
+                .map(claim_ref)
+                .collect(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let error = |c: &ResourceClaim| answer.claims[&uid(c)].error.clone();
+    assert_eq!(error(&good), "");
+    assert!(
+        error(&other_pool).contains("pool \"node-z\""),
+        "{}",
+        error(&other_pool)
+    );
+    assert!(
+        error(&unknown).contains("is not among the devices of example.com/gpu"),
+        "{}",
+        error(&unknown)
+    );
+    assert!(
+        error(&twice).contains("allocated twice"),
+        "{}",
+        error(&twice)
+    );
+    for bad in [&other_pool, &unknown, &twice] {
+        assert!(!spec_of(&w, bad).exists());
+    }
+
+    // The API server refuses every request for a while: the claim fails
+    // naming the API server, and prepares once the server answers again.
+    let later = w.api.put_claim(claim("later", DRIVER, &[&name_of(GPU_A)]));
+    w.api.set_refusing(true);
+    let refused = prepare_one(&endpoint, &later).await.error;
+    assert!(
+        refused.contains("cannot read it from the API server"),
+        "{refused}"
+    );
+    // What was prepared before is answered from the checkpoint meanwhile.
+    assert_eq!(prepare_one(&endpoint, &good).await.error, "");
+    w.api.set_refusing(false);
+    assert_eq!(prepare_one(&endpoint, &later).await.error, "");
     host.shutdown().await;
 }
