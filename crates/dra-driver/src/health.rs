@@ -6,9 +6,17 @@
 //! `health_check_timeout_seconds` so the kubelet never lets a device fall
 //! to Unknown. The stream ends when the device set's sender goes away (the
 //! resource left the config) or the service is stopped.
+//!
+//! `last_updated_time` is when the device's health (or its reason) last
+//! changed as this host saw it, not when the update was sent: the kubelet
+//! stamps each update's arrival itself for its staleness check (`LastUpdated
+//! = now` in its health cache), so resending an old time never makes a
+//! device Unknown, and the pod status shows since when a device is
+//! unhealthy. A device first seen counts as changed then.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::Stream;
@@ -77,6 +85,37 @@ struct Inner {
     pool_name: String,
     timeout: Duration,
     stop: CancellationToken,
+    since: Arc<HealthSince>,
+}
+
+/// When each device's health last changed (Unix seconds), shared by every
+/// stream of the service so a reopened stream keeps the times.
+#[derive(Debug, Default)]
+struct HealthSince(std::sync::Mutex<HashMap<String, (bool, String, i64)>>);
+
+impl HealthSince {
+    /// The change time of each entry as of `now`, in entry order; devices
+    /// no longer listed are forgotten.
+    fn stamp(&self, entries: &[DeviceHealthEntry], now: i64) -> Vec<i64> {
+        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut next = HashMap::with_capacity(entries.len());
+        let times = entries
+            .iter()
+            .map(|entry| {
+                let state = (entry.healthy, entry.message.clone());
+                let since = match known.remove(&entry.device_name) {
+                    Some((healthy, message, since)) if healthy == state.0 && message == state.1 => {
+                        since
+                    }
+                    _ => now,
+                };
+                next.insert(entry.device_name.clone(), (state.0, state.1, since));
+                since
+            })
+            .collect();
+        *known = next;
+        times
+    }
 }
 
 impl HealthService {
@@ -95,6 +134,7 @@ impl HealthService {
                 pool_name: pool_name.into(),
                 timeout: DEFAULT_HEALTH_CHECK_TIMEOUT,
                 stop: CancellationToken::new(),
+                since: Arc::default(),
             }),
         }
     }
@@ -121,6 +161,7 @@ impl HealthService {
             pool_name: self.inner.pool_name.clone(),
             timeout: self.inner.timeout,
             stop: self.inner.stop.clone(),
+            since: Arc::clone(&self.inner.since),
         };
         change(&mut inner);
         Self {
@@ -151,12 +192,13 @@ impl HealthService {
         v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(self.clone())
     }
 
-    /// Starts one stream: a task sends `convert(entries, now, timeout)` at
-    /// once, on every device-set change and every resend interval.
+    /// Starts one stream: a task sends `convert(entries, change times,
+    /// timeout)` at once, on every device-set change and every resend
+    /// interval.
     fn open<T: Send + 'static>(
         &self,
         version: &'static str,
-        convert: fn(Vec<DeviceHealthEntry>, i64, i64) -> T,
+        convert: fn(Vec<DeviceHealthEntry>, Vec<i64>, i64) -> T,
     ) -> Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>> {
         let inner = Arc::clone(&self.inner);
         let mut devices = inner.devices.clone();
@@ -167,7 +209,8 @@ impl HealthService {
         tokio::spawn(async move {
             loop {
                 let entries = health_entries(&devices.borrow_and_update(), &inner.pool_name);
-                let message = convert(entries, unix_seconds(), timeout_secs);
+                let since = inner.since.stamp(&entries, unix_seconds());
+                let message = convert(entries, since, timeout_secs);
                 if tx.send(Ok(message)).await.is_err() {
                     break;
                 }
@@ -201,13 +244,14 @@ macro_rules! health_version {
     ($module:ident, $convert:ident) => {
         fn $convert(
             entries: Vec<DeviceHealthEntry>,
-            now: i64,
+            since: Vec<i64>,
             timeout_secs: i64,
         ) -> $module::NodeWatchResourcesResponse {
             $module::NodeWatchResourcesResponse {
                 devices: entries
                     .into_iter()
-                    .map(|entry| $module::DeviceHealth {
+                    .zip(since)
+                    .map(|(entry, since)| $module::DeviceHealth {
                         device: Some($module::DeviceIdentifier {
                             pool_name: entry.pool_name,
                             device_name: entry.device_name,
@@ -218,7 +262,7 @@ macro_rules! health_version {
                             $module::HealthStatus::Unhealthy
                         }
                         .into(),
-                        last_updated_time: now,
+                        last_updated_time: since,
                         health_check_timeout_seconds: timeout_secs,
                         message: entry.message,
                     })

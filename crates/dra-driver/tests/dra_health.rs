@@ -105,6 +105,13 @@ fn summary(update: &v1::NodeWatchResourcesResponse) -> Vec<(String, v1::HealthSt
         .collect()
 }
 
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
 fn name(id: &str) -> String {
     naming::device_name(id).unwrap()
 }
@@ -140,10 +147,18 @@ async fn full_list_at_once_then_every_change() {
     assert!(first.devices[0].last_updated_time > 1_700_000_000);
 
     // Hot-unplug: the verdict turns unhealthy with a reason.
+    let before_unplug = unix_now();
     served
         .devices
         .send_replace(device_set(&[("0000:af:00.0", "fell off the bus")]));
     let update = next(&mut stream).await;
+    // The time is when the health changed: the unplugged device's is new,
+    // the other keeps the time it was first reported with.
+    assert!(update.devices[1].last_updated_time >= before_unplug);
+    assert_eq!(
+        update.devices[0].last_updated_time,
+        first.devices[0].last_updated_time
+    );
     assert_eq!(
         summary(&update),
         [
@@ -208,6 +223,19 @@ async fn the_full_list_is_sent_again_within_the_timeout() {
         let gap = last.elapsed();
         last = Instant::now();
         assert_eq!(again.devices.len(), 2);
+        // Resent, not changed: the times stay those of the first update.
+        assert_eq!(
+            again
+                .devices
+                .iter()
+                .map(|d| d.last_updated_time)
+                .collect::<Vec<_>>(),
+            first
+                .devices
+                .iter()
+                .map(|d| d.last_updated_time)
+                .collect::<Vec<_>>()
+        );
         assert!(
             again
                 .devices
