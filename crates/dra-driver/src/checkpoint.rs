@@ -78,6 +78,15 @@ struct CheckpointFile {
     claims: BTreeMap<String, PreparedClaim>,
 }
 
+/// One change to the prepared claims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Record a claim prepared under this UID.
+    Insert(String, PreparedClaim),
+    /// Forget the claim of this UID.
+    Remove(String),
+}
+
 /// Which version of the file was last read or written: a rename gives the
 /// file a new inode, so another writer's change is always noticed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,15 +324,30 @@ impl Checkpoint {
     /// on top of whatever another writer recorded; on an error nothing is
     /// recorded.
     pub fn insert(&mut self, uid: &str, claim: PreparedClaim) -> Result<(), CheckpointError> {
+        self.commit(vec![Change::Insert(uid.to_owned(), claim)])
+    }
+
+    /// Applies `changes` in order and writes the file once, under the lock
+    /// and on top of whatever another writer recorded: one write (and one
+    /// sync) for many claims prepared or unprepared at once. On an error
+    /// none of them is applied.
+    pub fn commit(&mut self, changes: Vec<Change>) -> Result<(), CheckpointError> {
         let _lock = self.lock()?;
         self.reread_if_replaced();
-        let previous = self.claims.insert(uid.to_owned(), claim);
+        let before = self.claims.clone();
+        for change in changes {
+            match change {
+                Change::Insert(uid, claim) => {
+                    self.claims.insert(uid, claim);
+                }
+                Change::Remove(uid) => {
+                    self.claims.remove(&uid);
+                }
+            }
+        }
         let written = self.save();
         if written.is_err() {
-            match previous {
-                Some(previous) => self.claims.insert(uid.to_owned(), previous),
-                None => self.claims.remove(uid),
-            };
+            self.claims = before;
         }
         written
     }
@@ -466,6 +490,23 @@ mod tests {
         let theirs = Checkpoint::load(dir.path(), "f.example.com");
         assert!(theirs.claims().is_empty());
         assert!(theirs.set_aside().is_some());
+    }
+
+    #[test]
+    fn a_batch_of_changes_is_written_at_once_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut checkpoint = Checkpoint::load(dir.path(), "d.example.com");
+        checkpoint.insert("uid-0", claim("gpu9", false)).unwrap();
+        checkpoint
+            .commit(vec![
+                Change::Insert("uid-1".into(), claim("gpu0", false)),
+                Change::Insert("uid-2".into(), claim("gpu1", false)),
+                Change::Remove("uid-1".into()),
+                Change::Remove("uid-0".into()),
+            ])
+            .unwrap();
+        let reloaded = Checkpoint::load(dir.path(), "d.example.com");
+        assert_eq!(reloaded.claims().keys().collect::<Vec<_>>(), ["uid-2"]);
     }
 
     #[test]

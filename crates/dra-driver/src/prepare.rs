@@ -19,21 +19,23 @@
 //!
 //! Different claims prepare concurrently (the kubelet sends many pods'
 //! claims at once after a node restart): the checkpoint is locked only to
-//! pick and record devices, never across guest calls or the CDI write.
+//! pick and record devices, never across guest calls or the CDI write, and
+//! records that arrive while it is being written are written together
+//! next (group commit: one write and sync for many claims).
 //! Devices picked but not yet recorded are reserved in memory, so two
 //! claims never take the same one; the same claim asked twice at once is
 //! prepared once, the second call waiting for and answering with the
 //! first's record.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
-use tokio::sync::{Mutex, Notify};
+use tokio::sync::{Mutex, Notify, oneshot};
 
-use crate::checkpoint::{Checkpoint, PreparedClaim, PreparedDevice};
+use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim_cdi;
 use wdp_resource::Resource;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
@@ -112,7 +114,14 @@ pub struct ClaimPreparer {
     draining: AtomicBool,
     /// Woken after every unprepare.
     unprepared: Notify,
+    /// Checkpoint changes waiting to be written, each with whoever waits
+    /// for the outcome: whoever takes the checkpoint next writes them all
+    /// at once (group commit), so claims prepared together share one write.
+    pending: std::sync::Mutex<Vec<QueuedChange>>,
 }
+
+/// A checkpoint change waiting to be written, and who waits for it.
+type QueuedChange = (Change, oneshot::Sender<Result<(), String>>);
 
 /// Claims being prepared or unprepared right now, and the devices picked
 /// for a claim that the checkpoint does not record yet.
@@ -164,6 +173,7 @@ impl ClaimPreparer {
             in_flight: std::sync::Mutex::new(InFlight::default()),
             draining: AtomicBool::new(false),
             unprepared: Notify::new(),
+            pending: std::sync::Mutex::default(),
         }
     }
 
@@ -244,6 +254,36 @@ impl ClaimPreparer {
             tracing::error!(driver = %self.driver, %error, "serving with the prepared claims last read");
         }
         checkpoint
+    }
+
+    /// Writes `change` into the checkpoint, together with every change
+    /// queued meanwhile by other calls (see `pending`).
+    async fn record(&self, change: Change) -> Result<(), String> {
+        let (done, mut outcome) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((change, done));
+        let mut checkpoint = self.checkpoint.lock().await;
+        if let Ok(result) = outcome.try_recv() {
+            // Written by the call that held the checkpoint before.
+            return result;
+        }
+        let batch =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        if !batch.is_empty() {
+            let (changes, waiting): (Vec<Change>, Vec<_>) = batch.into_iter().unzip();
+            let result = checkpoint
+                .commit(changes)
+                .map_err(|error| error.to_string());
+            drop(checkpoint);
+            for waiter in waiting {
+                let _ = waiter.send(result.clone());
+            }
+        }
+        outcome
+            .await
+            .unwrap_or_else(|_| Err("the checkpoint write was abandoned".to_owned()))
     }
 
     /// The answer recorded for `uid`, if it was prepared.
@@ -397,12 +437,10 @@ impl ClaimPreparer {
             devices: devices.clone(),
             cdi_spec: Some(file.clone()),
         };
-        let mut checkpoint = self.checkpoint.lock().await;
-        if let Err(error) = checkpoint.insert(&claim.uid, record) {
+        if let Err(error) = self.record(Change::Insert(claim.uid.clone(), record)).await {
             let _ = claim_cdi::remove_spec(&file);
             return Err(format!("claim {claim}: {error}"));
         }
-        drop(checkpoint);
         tracing::info!(driver = %self.driver, %claim, devices = ?ids, cdi_spec = %file.display(), "claim prepared");
         Ok(devices)
     }
@@ -521,8 +559,11 @@ impl ClaimPreparer {
 
     /// Unprepares `claim`; the caller holds the claim's gate.
     async fn unprepare_now(&self, claim: &ClaimRef) -> Result<(), String> {
-        let mut checkpoint = self.checkpoint().await;
-        let Some(record) = checkpoint.get(&claim.uid).cloned() else {
+        let checkpoint = self.checkpoint().await;
+        let recorded = checkpoint.get(&claim.uid).cloned();
+        let set_aside = checkpoint.set_aside().map(Path::to_owned);
+        drop(checkpoint);
+        let Some(record) = recorded else {
             // Not recorded: already unprepared, or recorded in a checkpoint
             // that could not be read. Its CDI spec, named by the claim, goes
             // either way; nothing else is guessed.
@@ -538,7 +579,7 @@ impl ClaimPreparer {
                         file.display()
                     )
                 })?;
-                tracing::warn!(driver = %self.driver, %claim, cdi_spec = %file.display(), set_aside = ?checkpoint.set_aside(), "claim unprepared that the checkpoint does not record: its CDI spec was removed");
+                tracing::warn!(driver = %self.driver, %claim, cdi_spec = %file.display(), set_aside = ?set_aside, "claim unprepared that the checkpoint does not record: its CDI spec was removed");
             }
             return Ok(());
         };
@@ -550,8 +591,8 @@ impl ClaimPreparer {
                 )
             })?;
         }
-        checkpoint
-            .remove(&claim.uid)
+        self.record(Change::Remove(claim.uid.clone()))
+            .await
             .map_err(|e| format!("claim {claim}: {e}"))?;
         tracing::info!(driver = %self.driver, %claim, "claim unprepared");
         Ok(())

@@ -287,6 +287,9 @@ pub fn write_file(file: &Path, spec: &Spec) -> std::io::Result<()> {
     tmp.write_all(&bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(file).map_err(|e| e.error)?;
+    // The rename reaches the disk with the folder: a DRA claim is recorded
+    // as prepared only after its spec is there for good.
+    std::fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 
