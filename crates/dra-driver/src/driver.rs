@@ -184,6 +184,11 @@ impl DraDriver {
         self.slices.status()
     }
 
+    /// Applies a live reload's `publish-interval-ms` to the publisher.
+    pub fn set_publish_interval(&self, interval: Duration) {
+        self.slices.set_write_interval(interval);
+    }
+
     /// Whether this instance publishes the slices now (during a rolling
     /// update only the newest does).
     pub fn is_publishing(&self) -> bool {

@@ -16,6 +16,7 @@
 //! logged once per change of that list.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -34,6 +35,7 @@ pub type StartPublisher = Box<dyn FnMut() -> PublisherHandle + Send>;
 #[derive(Debug)]
 pub struct SliceSync {
     driver: String,
+    write_interval: watch::Sender<Option<Duration>>,
     status: watch::Receiver<PublishStatus>,
     stop: CancellationToken,
     publishing: JoinHandle<Option<PublisherHandle>>,
@@ -54,12 +56,16 @@ impl SliceSync {
     ) -> Self {
         let driver = driver.into();
         let (status_tx, status) = watch::channel(PublishStatus::default());
+        let (write_interval, interval_rx) = watch::channel(None);
         let stop = CancellationToken::new();
         let publishing = tokio::spawn(publish_while_leading(
             driver.clone(),
             devices,
             start_publisher,
-            leading,
+            Follow {
+                leading,
+                write_interval: interval_rx,
+            },
             status_tx,
             stop.clone(),
         ));
@@ -71,11 +77,23 @@ impl SliceSync {
         ));
         Self {
             driver,
+            write_interval,
             status,
             stop,
             publishing,
             report,
         }
+    }
+
+    /// Changes the shortest time between two write passes of the pool (a
+    /// live reload changed `publish-interval-ms`); applies to the running
+    /// publisher and any started later.
+    pub fn set_write_interval(&self, interval: Duration) {
+        self.write_interval.send_if_modified(|now| {
+            let changed = *now != Some(interval);
+            *now = Some(interval);
+            changed
+        });
     }
 
     /// The driver this synchronises.
@@ -151,16 +169,29 @@ impl Earlier {
     }
 }
 
+/// What the publishing task follows besides the device set.
+struct Follow {
+    /// Whether this instance publishes.
+    leading: watch::Receiver<bool>,
+    /// The write interval set since start (`None`: the one the publisher
+    /// was started with).
+    write_interval: watch::Receiver<Option<Duration>>,
+}
+
 /// Waits to lead, then publishes until another instance leads or `stop`;
 /// returns the publisher running when stopped.
 async fn publish_while_leading(
     driver: String,
     mut devices: watch::Receiver<SharedDeviceSet>,
     mut start_publisher: StartPublisher,
-    mut leading: watch::Receiver<bool>,
+    follow: Follow,
     status: watch::Sender<PublishStatus>,
     stop: CancellationToken,
 ) -> Option<PublisherHandle> {
+    let Follow {
+        mut leading,
+        mut write_interval,
+    } = follow;
     let mut last_problems: Vec<DeviceProblem> = Vec::new();
     let mut earlier = Earlier::default();
     loop {
@@ -175,10 +206,14 @@ async fn publish_while_leading(
             }
         }
         let publisher = start_publisher();
+        if let Some(interval) = *write_interval.borrow_and_update() {
+            publisher.set_min_write_interval(interval);
+        }
         let mut publisher_status = publisher.status();
         let mut last_sent: Option<Vec<DraDevice>> = None;
         let mut device_set_changed = true;
         let mut leading_can_change = true;
+        let mut interval_can_change = true;
         loop {
             if std::mem::take(&mut device_set_changed) {
                 let list = dra_devices(&driver, &devices.borrow_and_update());
@@ -203,6 +238,14 @@ async fn publish_while_leading(
                         stop.cancelled().await;
                         return Some(publisher);
                     }
+                },
+                changed = write_interval.changed(), if interval_can_change => match changed {
+                    Ok(()) => {
+                        if let Some(interval) = *write_interval.borrow_and_update() {
+                            publisher.set_min_write_interval(interval);
+                        }
+                    }
+                    Err(_) => interval_can_change = false,
                 },
                 changed = publisher_status.changed() => if changed.is_ok() {
                     status.send_replace(earlier.add(&publisher_status.borrow_and_update()));

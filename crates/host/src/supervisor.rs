@@ -439,6 +439,11 @@ impl Host {
                 continue;
             }
             let reregister = spec.config.registration_differs(&old.config);
+            if let Some(driver) = r.dra()
+                && spec.config.publish_interval != old.config.publish_interval
+            {
+                driver.set_publish_interval(spec.config.publish_interval);
+            }
             r.resource.replace_spec(spec);
             if reregister {
                 r.reregister();
