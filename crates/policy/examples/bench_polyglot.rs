@@ -9,9 +9,15 @@
 //! fresh compile, median of a few) and the full load time (compile +
 //! checks + pre-link + type-check instance), and instantiate+call p50 / p99
 //! of the scorer at 64 devices on two NUMA nodes, each call in a fresh
-//! instance as the host makes them. Before timing, every language is checked
-//! against the Rust guests on random requests (answers and error messages
-//! must be identical).
+//! instance. Then, through the host's own `GetPreferredAllocation` path
+//! ([`Guest::choose_by_index`] with a device-set generation, warm instances
+//! as in the host) at 8 and 1,024 devices: p50 / p99 by index, the same
+//! call with the whole request lowered into a warm instance (the host's
+//! cost for a guest without `preferred-allocation-indexed`, i.e. the
+//! polyglot guests before they exported it), a fresh instance, and probes
+//! of where the time goes (see `host_path`). Before timing, every language
+//! is checked against the Rust guests on random requests (answers and
+//! error messages must be identical), and by index at the benchmark sizes.
 //!
 //! ```sh
 //! bash guests/polyglot/build.sh
@@ -20,9 +26,12 @@
 //! ```
 //!
 //! `--dir PATH` reads the components from another directory, `--iterations
-//! N` caps the timed calls per language (default 2000, or about 5 s); the
-//! environment variable `WDP_BENCH_MEMORY_MIB` sets the memory cap of a
-//! call (default 128).
+//! N` caps the timed calls per language (default 2000, or about 5 s),
+//! `--host-only` prints only the host-path table; the environment variables
+//! `WDP_BENCH_MEMORY_MIB` (memory cap of a call, default 128) and
+//! `WDP_BENCH_LANG` (one language for the host-path table, e.g. `Python`)
+//! narrow it. Compiled guests are kept in `target/polyglot/.bench-compiled`
+//! so a second run does not compile them again.
 //!
 //! Guests load on an engine configured like the host's (pooling allocator);
 //! a guest the pooling limits refuse is reported and then measured on an
@@ -41,6 +50,92 @@ use wdp_policy::{
     CallContext, CallError, CallLimits, Candidate, CandidateKind, Device, DeviceFacts, DeviceRef,
     EngineSettings, Guest, PolicyEngine, PreferredRequest,
 };
+
+/// Per-call cost of `GetPreferredAllocation` through the host's own path, at
+/// 8 and 1,024 devices: [`Guest::choose_by_index`] with the device set's
+/// generation (warm instances, the device table once per generation for a
+/// guest exporting `preferred-allocation-indexed`) against the full request
+/// lowered into a warm instance (what the host paid for a guest without the
+/// indexed export), a fresh instance (the first call of a generation), and
+/// probes of where the time goes.
+fn host_path(loaded: &[(&'static str, Arc<Guest>)], iterations: usize) {
+    println!(
+        "\nhost path: GetPreferredAllocation (size n/4, one must-include), p50 / p99\n\n\
+         by index: choose_by_index in a warm instance (the host's path; positions per call)\n\
+         plain:    the whole request lowered into a warm instance (the path before the\n          \
+         guest exported preferred-allocation-indexed)\n\
+         fresh:    a fresh instance, whole request (first call of a device-set generation)\n\
+         read:     plain, size 1: the guest only reads the request and answers the must-include\n\
+         empty:    a choose of nothing, warm / fresh (call overhead / + instantiation)\n"
+    );
+    println!(
+        "{:<11} {:>5} {:>19} {:>19} {:>19} {:>9} {:>17}  instances",
+        "language", "n", "by index", "plain", "fresh", "read", "empty w / f"
+    );
+    let pair = |(a, b): (Duration, Duration)| format!("{} / {}", fmt_us(a), fmt_us(b));
+    for (name, guest) in loaded {
+        for n in [8usize, 1024] {
+            let mut request = request(n);
+            let table = request.available.clone();
+            let refs: Vec<&DeviceRef> = table.iter().collect();
+            let available: Vec<u32> = (0..n as u32).collect();
+            let must = [(n / 2) as u32];
+            let size = request.size;
+            let mut warm = CallContext::new(limits());
+            warm.generation = Some(n as u64);
+            let fresh = CallContext::new(limits());
+            let time = |budget: Duration, f: &mut dyn FnMut()| {
+                let mut samples = measure(iterations, budget, f);
+                (
+                    percentile(&mut samples, 0.5),
+                    percentile(&mut samples, 0.99),
+                )
+            };
+            let before = guest.instance_stats();
+            let indexed = time(Duration::from_secs(3), &mut || {
+                black_box(
+                    guest
+                        .choose_by_index(&warm, &refs, &available, &must, size)
+                        .expect("choose"),
+                );
+            });
+            let after = guest.instance_stats();
+            let plain = time(Duration::from_secs(3), &mut || {
+                black_box(guest.choose(&warm, black_box(&request)).expect("choose"));
+            });
+            let fresh_call = time(Duration::from_secs(3), &mut || {
+                black_box(guest.choose(&fresh, black_box(&request)).expect("choose"));
+            });
+            request.size = 1;
+            let read = time(Duration::from_secs(2), &mut || {
+                black_box(guest.choose(&warm, black_box(&request)).expect("choose"));
+            });
+            let empty = PreferredRequest::default();
+            let empty_warm = time(Duration::from_secs(1), &mut || {
+                black_box(guest.choose(&warm, &empty).expect("empty"));
+            });
+            let empty_fresh = time(Duration::from_secs(1), &mut || {
+                black_box(guest.choose(&fresh, &empty).expect("empty"));
+            });
+            println!(
+                "{:<11} {:>5} {:>19} {:>19} {:>19} {:>9} {:>17}  {} new / {} warm",
+                name,
+                n,
+                pair(indexed),
+                pair(plain),
+                pair(fresh_call),
+                fmt_us(read.0),
+                format!("{} / {}", fmt_us(empty_warm.0), fmt_us(empty_fresh.0)),
+                after.instantiated - before.instantiated,
+                after.reused - before.reused,
+            );
+        }
+    }
+    println!(
+        "\ninstances: of the by-index calls (warm-up included), how many instantiated \
+         the guest and how many ran warm"
+    );
+}
 
 /// Where `guests/polyglot/build.sh` puts the components.
 fn default_dir() -> PathBuf {
@@ -73,6 +168,7 @@ fn languages(dir: &Path) -> Vec<Lang> {
 fn engine(pooling: bool) -> PolicyEngine {
     PolicyEngine::new(EngineSettings {
         pooling,
+        precompiled_cache_dir: Some(default_dir().join(".bench-compiled")),
         load_limits: limits(),
         ..EngineSettings::default()
     })
@@ -323,7 +419,7 @@ fn check(
             );
         }
     }
-    // The benchmark requests, which are bigger.
+    // The benchmark requests, which are bigger, whole and by index.
     for n in [8, 64, 1024] {
         let request = request(n);
         let want = outcome(rust.0.choose(&ctx, &request));
@@ -331,6 +427,25 @@ fn check(
         if want != got {
             failures += 1;
             println!("  MISMATCH {name} packing at {n} devices: rust {want:?}, {name} {got:?}");
+        }
+        let refs: Vec<&DeviceRef> = request.available.iter().collect();
+        let mut by_index = CallContext::new(limits());
+        by_index.generation = Some(1_000_000 + n as u64);
+        let available: Vec<u32> = (0..n as u32).step_by(3).collect();
+        let must = [available[available.len() / 2]];
+        let size = (available.len() / 3) as u32;
+        let answer = |guest: &Guest| {
+            guest
+                .choose_by_index(&by_index, &refs, &available, &must, size)
+                .map_err(|e| e.to_string())
+                .and_then(|a| a.into_ids(&refs))
+        };
+        let (want, got) = (answer(&rust.0), answer(&other.0));
+        if want != got {
+            failures += 1;
+            println!(
+                "  MISMATCH {name} packing by index at {n} devices: rust {want:?}, {name} {got:?}"
+            );
         }
     }
     failures == 0
@@ -377,12 +492,14 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut cases = 300;
     let mut bench = true;
+    let mut host_only = false;
     let mut iterations = 2000;
     let mut dir = default_dir();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--check" => cases = args.next().and_then(|v| v.parse().ok()).expect("--check N"),
             "--no-bench" => bench = false,
+            "--host-only" => host_only = true,
             "--dir" => dir = args.next().map(PathBuf::from).expect("--dir PATH"),
             "--iterations" => {
                 iterations = args
@@ -391,7 +508,7 @@ fn main() {
                     .expect("--iterations N")
             }
             other => panic!(
-                "unknown argument {other}; use --check N, --iterations N, --dir PATH, --no-bench"
+                "unknown argument {other}; use --check N, --iterations N, --dir PATH, --no-bench, --host-only"
             ),
         }
     }
@@ -456,6 +573,21 @@ fn main() {
         }
     }
 
+    if host_only || bench {
+        let only = std::env::var("WDP_BENCH_LANG").ok();
+        let guests: Vec<_> = loaded
+            .iter()
+            .filter(|l| only.as_deref().is_none_or(|o| o == l.name))
+            .map(|l| (l.name, Arc::clone(&l.guests.0)))
+            .collect();
+        host_path(&guests, iterations);
+        if host_only {
+            if missing || !all_match {
+                std::process::exit(1);
+            }
+            return;
+        }
+    }
     if bench {
         let ctx = CallContext::new(limits());
         let request = request(64);

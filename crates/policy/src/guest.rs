@@ -19,7 +19,7 @@ use crate::shared::Shared;
 use crate::types::{
     Candidate, ContainerResponse, Device, DeviceFacts, DeviceRef, PreferredRequest, Verdict,
 };
-use crate::warm::{WarmInstance, WarmPool};
+use crate::warm::{InstanceStats, WarmInstance, WarmPool};
 
 /// The longest guest error message kept.
 const MAX_GUEST_MESSAGE: usize = 4096;
@@ -93,6 +93,13 @@ impl Guest {
     /// deadline: the host may run them on the calling thread.
     pub fn may_block_in_host(&self) -> bool {
         self.prepared.imports_hardware
+    }
+
+    /// How this guest's calls got their instances so far: instantiated
+    /// afresh, or served warm (see [`CallContext::generation`]), and how
+    /// many warm instances were retired.
+    pub fn instance_stats(&self) -> InstanceStats {
+        self.warm.stats()
     }
 
     /// Whether the guest exports `hook`.
@@ -254,6 +261,7 @@ impl Guest {
                 .set_epoch_deadline(self.shared.deadline_ticks(limits.timeout));
             return Ok(warm);
         }
+        self.warm.count_instantiated();
         let mut store = self.shared.new_store(info(), limits);
         let instance = match self.prepared.pre.instantiate(&mut store) {
             Ok(instance) => instance,

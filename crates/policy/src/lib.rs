@@ -85,3 +85,4 @@ pub use types::{
     Candidate, CandidateKind, ContainerResponse, Device, DeviceFacts, DeviceNode, DeviceRef,
     DeviceSpec, Mount, NodeType, PreferredRequest, Verdict,
 };
+pub use warm::InstanceStats;

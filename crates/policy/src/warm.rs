@@ -11,6 +11,7 @@
 //! when it grew its memory by more than [`MAX_GROWTH_BYTES`] since its first
 //! call, and after [`MAX_CALLS`] calls.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use wasmtime::Store;
@@ -55,10 +56,27 @@ impl WarmInstance {
     }
 }
 
-/// The idle warm instances of one guest.
+/// How the calls of one loaded guest got their instances, counted since it
+/// was loaded ([`crate::Guest::instance_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InstanceStats {
+    /// Calls that instantiated the guest afresh.
+    pub instantiated: u64,
+    /// Calls served by an instance kept warm from an earlier call.
+    pub reused: u64,
+    /// Instances of a generation thrown away after a call instead of being
+    /// kept: after a trap, a timeout or a memory-cap hit, when grown past
+    /// the limit or after the most calls one instance serves.
+    pub retired: u64,
+}
+
+/// The idle warm instances of one guest, and its instance counters.
 #[derive(Default)]
 pub(crate) struct WarmPool {
     idle: Mutex<Vec<WarmInstance>>,
+    instantiated: AtomicU64,
+    reused: AtomicU64,
+    retired: AtomicU64,
 }
 
 impl WarmPool {
@@ -79,7 +97,25 @@ impl WarmPool {
             *idle = same;
         }
         drop(stale);
-        found.filter(|warm| warm.store.data().limiter.fits(memory_bytes))
+        let found = found.filter(|warm| warm.store.data().limiter.fits(memory_bytes));
+        if found.is_some() {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Counts a call that instantiated the guest afresh.
+    pub(crate) fn count_instantiated(&self) {
+        self.instantiated.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters so far.
+    pub(crate) fn stats(&self) -> InstanceStats {
+        InstanceStats {
+            instantiated: self.instantiated.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
+            retired: self.retired.load(Ordering::Relaxed),
+        }
     }
 
     /// Keeps `instance` for a later call after a clean call or the guest's
@@ -87,13 +123,22 @@ impl WarmPool {
     pub(crate) fn release<T>(&self, instance: WarmInstance, result: &Result<T, CallError>) {
         match result {
             Ok(_) | Err(CallError::GuestError { .. }) => self.give_back(instance),
-            Err(_) => drop(instance),
+            Err(_) => self.retire(instance),
         }
+    }
+
+    /// Drops `instance`, counting it when it served a generation.
+    fn retire(&self, instance: WarmInstance) {
+        if instance.generation.is_some() {
+            self.retired.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(instance);
     }
 
     /// Keeps `instance` for a later call after a clean call, or drops it.
     fn give_back(&self, mut instance: WarmInstance) {
         if !instance.reusable() {
+            self.retire(instance);
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);

@@ -8,7 +8,10 @@ mod common;
 
 use common::*;
 use wdp_guest_artifacts as artifacts;
-use wdp_policy::{CallContext, CallErrorKind, DeviceRef, Guest, PreferredAnswer, PreferredRequest};
+use wdp_policy::{
+    CallContext, CallErrorKind, ContainerResponse, DeviceRef, Guest, InstanceStats,
+    PreferredAnswer, PreferredRequest,
+};
 
 /// `n` devices on two NUMA nodes, four to a link group.
 fn devices(n: usize, prefix: &str) -> Vec<DeviceRef> {
@@ -133,4 +136,79 @@ fn broken_instances_are_never_served_again() {
         let answer = guest.choose_by_index(&warm, &refs, &[], &[], 0);
         assert!(answer.is_ok(), "{answer:?}");
     }
+}
+
+fn stats(instantiated: u64, reused: u64, retired: u64) -> InstanceStats {
+    InstanceStats {
+        instantiated,
+        reused,
+        retired,
+    }
+}
+
+#[test]
+fn kubelet_hooks_run_warm_and_the_counters_say_so() {
+    let table = devices(8, "gpu");
+    let refs: Vec<&DeviceRef> = table.iter().collect();
+    let all: Vec<u32> = (0..8).collect();
+    let mut warm = ctx(&[]);
+    warm.generation = Some(41);
+
+    // preferred-allocation, by index and whole: one instance for the
+    // generation, then warm calls.
+    let packing = load(artifacts::NUMA_PACKING);
+    assert_eq!(packing.instance_stats(), stats(0, 0, 0));
+    for _ in 0..5 {
+        packing
+            .choose_by_index(&warm, &refs, &all, &[], 2)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(packing.instance_stats(), stats(1, 4, 0));
+    let request = PreferredRequest {
+        available: table.clone(),
+        must_include: Vec::new(),
+        size: 2,
+    };
+    packing.choose(&warm, &request).unwrap();
+    assert_eq!(packing.instance_stats(), stats(1, 5, 0));
+    // Without a generation every call instantiates afresh.
+    for _ in 0..3 {
+        packing.choose(&ctx(&[]), &request).unwrap();
+    }
+    assert_eq!(packing.instance_stats(), stats(4, 5, 0));
+    // A new generation gets an instance of its own.
+    warm.generation = Some(42);
+    packing.choose_by_index(&warm, &refs, &all, &[], 2).unwrap();
+    assert_eq!(packing.instance_stats(), stats(5, 5, 0));
+
+    // allocate and pre-start run warm as well.
+    let shaper = load(artifacts::ALLOCATE_SHAPER);
+    for _ in 0..3 {
+        shaper
+            .allocate(&warm, &table[..1], &ContainerResponse::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(shaper.instance_stats(), stats(1, 2, 0));
+    let check = load(artifacts::PRE_START_CHECK);
+    for _ in 0..3 {
+        // A refusal (the guest's own `Err`) keeps the instance too.
+        let _ = check.pre_start(&warm, &table[..1]);
+    }
+    assert_eq!(check.instance_stats(), stats(1, 2, 0));
+}
+
+#[test]
+fn a_trapping_instance_is_retired_and_counted() {
+    let table = devices(4, "gpu");
+    let refs: Vec<&DeviceRef> = table.iter().collect();
+    let trap = load(artifacts::HOSTILE_TRAP);
+    let mut warm = ctx(&[]);
+    warm.generation = Some(7);
+    for _ in 0..3 {
+        let error = trap
+            .choose_by_index(&warm, &refs, &[0, 1, 2, 3], &[], 2)
+            .unwrap_err();
+        assert_eq!(error.kind(), CallErrorKind::Trap, "{error}");
+    }
+    assert_eq!(trap.instance_stats(), stats(3, 0, 3));
 }
