@@ -156,7 +156,7 @@ build_python() { # hook world
   rm -rf "$tmp"
   stamp "$name" "$hash"
 }
-build_python packing preferred-allocation
+build_python packing preferred-allocation-indexed
 build_python health health
 
 # ---- JavaScript -----------------------------------------------------------

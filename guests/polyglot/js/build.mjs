@@ -19,7 +19,7 @@ const out = resolve(outDir);
 // relative `sourcePath`.
 process.chdir(here);
 const guests = [
-  { name: 'js-packing', source: 'packing.js', world: 'preferred-allocation-guest' },
+  { name: 'js-packing', source: 'packing.js', world: 'preferred-allocation-indexed-guest' },
   { name: 'js-health', source: 'health.js', world: 'health-guest' },
 ].filter((g) => only.length === 0 || only.includes(g.name.replace('js-', '')));
 

@@ -5,8 +5,14 @@
 // and link locality (`link.group` attribute, else the PCIe switch from
 // `pci.path`), best fit, ties broken by ID.
 //
+// It also exports the by-index form (`preferred-allocation-indexed`): the
+// host sends the device table once per device-set generation
+// (`setDevices`) and then, per call, only positions in it. Turning the
+// request into JavaScript objects is most of a plain call's cost; by index
+// a call lifts a few integers and reuses the devices lifted once.
+//
 // Componentized with the componentize-js library API against the WIT world
-// `preferred-allocation-guest` (see `build.mjs`). WIT `s64` values arrive
+// `preferred-allocation-indexed-guest` (see `build.mjs`). WIT `s64` values arrive
 // as BigInt; a thrown string becomes the `err` of the result.
 
 /** Code-point order (Rust's byte order on UTF-8), not UTF-16 order. */
@@ -209,6 +215,41 @@ export const preferredAllocation = {
   choose(request) {
     try {
       return choose(request.available, request.mustInclude, request.size);
+    } catch (error) {
+      throw asErr(error);
+    }
+  },
+};
+
+/** The device table of the latest `setDevices`, and each ID's position. */
+let table = null;
+let positions = new Map();
+
+function deviceAt(position) {
+  if (position >= table.length) {
+    throw `position ${position} is outside the device table of ${table.length}`;
+  }
+  return table[position];
+}
+
+/** The `wasm-device-plugin:policy/preferred-allocation-indexed` export. */
+export const preferredAllocationIndexed = {
+  setDevices(generation, devices) {
+    table = devices;
+    positions = new Map();
+    for (let i = 0; i < devices.length; i++) positions.set(devices[i].id, i);
+  },
+  choose(request) {
+    try {
+      if (table === null) throw 'no device table: the host called choose before set-devices';
+      const available = [];
+      for (let i = 0; i < request.available.length; i++) available.push(deviceAt(request.available[i]));
+      const must = [];
+      for (let i = 0; i < request.mustInclude.length; i++) must.push(deviceAt(request.mustInclude[i]).id);
+      const chosen = choose(available, must, request.size);
+      const answer = new Uint32Array(chosen.length);
+      for (let i = 0; i < chosen.length; i++) answer[i] = positions.get(chosen[i]);
+      return Array.from(answer);
     } catch (error) {
       throw asErr(error);
     }

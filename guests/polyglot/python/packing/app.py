@@ -5,13 +5,20 @@ Same behaviour as the Rust guest (`guests/numa-packing`, logic in
 and link locality (`link.group` attribute, else the PCIe switch from
 `pci.path`), best fit, ties broken by ID.
 
-Build: `componentize-py -d wit -w preferred-allocation-guest componentize app`
-(see `guests/polyglot/build.sh`).
+It also exports the by-index form (`preferred-allocation-indexed`): the
+host sends the device table once per device-set generation
+(`set_devices`) and then, per call, only positions in it. Turning the
+request into Python objects is most of a plain call's cost (every
+device's strings, copied and decoded on every call); by index a call
+lifts a few integers and reuses the devices lifted once.
+
+Build: `componentize-py -d wit -w preferred-allocation-indexed-guest
+componentize app` (see `guests/polyglot/build.sh`).
 """
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.exports import preferred_allocation
+from wit_world.exports import preferred_allocation, preferred_allocation_indexed
 
 # Devices without NUMA information form the last tier.
 NO_NUMA = 1 << 62
@@ -159,3 +166,29 @@ def choose(available, must_include, size):
 class PreferredAllocation(exports.PreferredAllocation):
     def choose(self, request: preferred_allocation.Request) -> list[str]:
         return choose(request.available, request.must_include, request.size)
+
+
+# The device table of the latest `set_devices`, and each ID's position.
+TABLE = None
+POSITIONS = {}
+
+
+def device_at(position):
+    if position >= len(TABLE):
+        raise Err(f"position {position} is outside the device table of {len(TABLE)}")
+    return TABLE[position]
+
+
+class PreferredAllocationIndexed(exports.PreferredAllocationIndexed):
+    def set_devices(self, generation: int, devices: list) -> None:
+        global TABLE, POSITIONS
+        TABLE = devices
+        POSITIONS = {device.id: index for index, device in enumerate(devices)}
+
+    def choose(self, request: preferred_allocation_indexed.Request) -> list[int]:
+        if TABLE is None:
+            raise Err("no device table: the host called choose before set-devices")
+        available = [device_at(p) for p in request.available]
+        must_include = [device_at(p).id for p in request.must_include]
+        chosen = choose(available, must_include, request.size)
+        return [POSITIONS[id] for id in chosen]
