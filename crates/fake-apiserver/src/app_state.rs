@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::faults::Faults;
 use crate::store::Store;
 use crate::throttle::Throttling;
 
@@ -16,6 +17,8 @@ pub(crate) struct AppState {
     pub(crate) refusing: watch::Receiver<bool>,
     /// Refuses ResourceSlice writes with a Retry-After while set; logs every write.
     pub(crate) throttling: Arc<Throttling>,
+    /// Bearer tokens required, garbage answers.
+    pub(crate) faults: Arc<Faults>,
     /// Cancelled when this generation of the server stops (restart or drop).
     pub(crate) stop: CancellationToken,
 }

@@ -23,6 +23,7 @@
 mod admission;
 mod app_state;
 mod collection;
+mod faults;
 mod identity;
 mod kinds;
 mod listener;
@@ -52,6 +53,7 @@ pub use stats::{RejectedWrite, Stats};
 pub use throttle::{Throttle, ThrottleBody, WriteAttempt};
 pub use wait::Timeout;
 
+use faults::Faults;
 use listener::Generation;
 use store::{Filter, Store};
 use throttle::Throttling;
@@ -62,6 +64,7 @@ pub struct FakeApiServer {
     store: Arc<Store>,
     refusing: tokio::sync::watch::Sender<bool>,
     throttling: Arc<Throttling>,
+    faults: Arc<Faults>,
     /// `None` only while [`FakeApiServer::restart`] swaps generations.
     generation: Option<Generation>,
     address: SocketAddr,
@@ -73,11 +76,13 @@ impl FakeApiServer {
         let store = Arc::new(Store::new());
         let refusing = tokio::sync::watch::channel(false).0;
         let throttling = Arc::new(Throttling::default());
+        let faults = Arc::new(Faults::default());
         let generation = Generation::start(
             SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             store.clone(),
             refusing.subscribe(),
             throttling.clone(),
+            faults.clone(),
         )
         .await?;
         let address = generation.address;
@@ -85,6 +90,7 @@ impl FakeApiServer {
             store,
             refusing,
             throttling,
+            faults,
             generation: Some(generation),
             address,
         })
@@ -117,6 +123,39 @@ impl FakeApiServer {
             url = self.url()
         );
         std::fs::write(path, kubeconfig)
+    }
+
+    /// Like [`FakeApiServer::write_kubeconfig`], with the user authenticating
+    /// by the bearer token in `token_file` (re-read by the client as a
+    /// projected service-account token is).
+    pub fn write_kubeconfig_with_token_file(
+        &self,
+        path: &Path,
+        token_file: &Path,
+    ) -> std::io::Result<()> {
+        self.write_kubeconfig(path)?;
+        let text = std::fs::read_to_string(path)?.replace(
+            "user: {}",
+            &format!("user:\n    tokenFile: {}", token_file.display()),
+        );
+        std::fs::write(path, text)
+    }
+
+    /// From now on only requests bearing one of `tokens` pass, others get
+    /// 401 `Unauthorized`; `None` accepts any request again.
+    pub fn require_bearer_tokens(&self, tokens: Option<&[&str]>) {
+        self.faults.require_tokens(tokens);
+    }
+
+    /// Every distinct bearer token received so far, in order of first use.
+    pub fn bearer_tokens_seen(&self) -> Vec<String> {
+        self.faults.tokens_seen()
+    }
+
+    /// While on, every ResourceClaim read is answered 200 with a body that
+    /// is not JSON (a proxy's error page).
+    pub fn answer_claim_reads_with_garbage(&self, on: bool) {
+        self.faults.set_garbage_claims(on);
     }
 
     /// Every ResourceSlice, ordered by name.
@@ -216,6 +255,7 @@ impl FakeApiServer {
             self.store.clone(),
             self.refusing.subscribe(),
             self.throttling.clone(),
+            self.faults.clone(),
         )
         .await?;
         self.generation = Some(generation);

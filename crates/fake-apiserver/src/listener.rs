@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::app_state::AppState;
+use crate::faults::Faults;
 use crate::routes::router;
 use crate::store::Store;
 use crate::throttle::Throttling;
@@ -35,6 +36,7 @@ impl Generation {
         store: Arc<Store>,
         refusing: watch::Receiver<bool>,
         throttling: Arc<Throttling>,
+        faults: Arc<Faults>,
     ) -> io::Result<Self> {
         let socket = if address.is_ipv4() {
             TcpSocket::new_v4()?
@@ -52,6 +54,7 @@ impl Generation {
             store,
             refusing,
             throttling,
+            faults,
             stop: stop.clone(),
         });
         let accept_loop = tokio::spawn(accept(listener, app, stop.clone(), connections.clone()));

@@ -71,6 +71,9 @@ async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Re
     if *state.refusing.borrow() {
         return ApiError::unavailable().into_response();
     }
+    if let Some(answer) = state.faults.answer(&request) {
+        return answer;
+    }
     state.throttling.gate(request, next).await
 }
 

@@ -231,6 +231,11 @@ impl ApiError {
         )
     }
 
+    /// 401 `Unauthorized`: no bearer token, or one the server does not accept.
+    pub(crate) fn unauthorized() -> Self {
+        Self::plain(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized")
+    }
+
     /// 503 `ServiceUnavailable` while the server refuses requests.
     pub(crate) fn unavailable() -> Self {
         Self::plain(

@@ -1062,3 +1062,67 @@ async fn claims_naming_what_is_not_ours_and_a_refusing_api_server_fail_only_thei
     assert_eq!(prepare_one(&endpoint, &later).await.error, "");
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_token_is_picked_up_and_an_unreadable_answer_fails_only_its_claim() {
+    let w = DraWorld::new("").await;
+    // Authenticated by a projected-token file, as in a pod.
+    let token_file = w.world.tmp.path().join("token");
+    std::fs::write(&token_file, "token-a").unwrap();
+    w.api
+        .write_kubeconfig_with_token_file(&w.world.tmp.path().join("kubeconfig"), &token_file)
+        .unwrap();
+    w.api.require_bearer_tokens(Some(&["token-a"]));
+    let host = w.start().await;
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(8).await;
+    let devices = [GPU_A, GPU_B, "0000:07:00.0", "0000:08:00.0"];
+    let mut next = 0;
+    let mut prepare_new = async |what: &str| {
+        let device = devices[next % devices.len()];
+        let c = w.api.put_claim(claim(
+            &format!("{what}-{next}"),
+            DRIVER,
+            &[&name_of(device)],
+        ));
+        next += 1;
+        let answer = prepare_one(&endpoint, &c).await.error;
+        if answer.is_empty() {
+            assert_eq!(unprepare_one(&endpoint, &c).await, "");
+        }
+        answer
+    };
+    assert_eq!(prepare_new("first").await, "");
+
+    // A proxy answers a claim read with an error page: that claim fails,
+    // naming the read; the next one prepares.
+    w.api.answer_claim_reads_with_garbage(true);
+    let garbage = prepare_new("garbage").await;
+    assert!(
+        garbage.contains("cannot read it from the API server"),
+        "{garbage}"
+    );
+    w.api.answer_claim_reads_with_garbage(false);
+    assert_eq!(prepare_new("after-garbage").await, "");
+
+    // The kubelet rotates the token; the old one stays valid a while, as
+    // the API server's does. The client reads the file again (kube re-reads
+    // it at least once a minute), and once only the new token is accepted
+    // claims still prepare.
+    std::fs::write(&token_file, "token-b").unwrap();
+    w.api.require_bearer_tokens(Some(&["token-a", "token-b"]));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(90);
+    while !w.api.bearer_tokens_seen().contains(&"token-b".to_owned()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rotated token was never used: {:?}",
+            w.api.bearer_tokens_seen()
+        );
+        assert_eq!(prepare_new("rotating").await, "");
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    w.api.require_bearer_tokens(Some(&["token-b"]));
+    assert_eq!(prepare_new("rotated").await, "");
+    host.shutdown().await;
+}
