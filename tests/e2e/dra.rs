@@ -555,3 +555,118 @@ async fn dra_rolling_update_runs_two_instances_side_by_side_without_a_gap() {
         dra.kubelet.state().failures
     );
 }
+
+/// Runs `command` inside the mount namespace (and user namespace) of
+/// process `pid`.
+fn in_namespace_of(pid: u32, command: &[&str]) {
+    let status = std::process::Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-U", "-m"])
+        .args(command)
+        .status()
+        .unwrap();
+    assert!(status.success(), "nsenter {command:?}");
+}
+
+#[tokio::test]
+async fn dra_a_full_cdi_folder_or_a_read_only_state_folder_fails_the_claim_naming_it() {
+    let dra = Dra::new(&[]).await;
+    let tmp = dra.world.tmp.path();
+    let (cdi, state) = (dra.cdi_dir(), tmp.join("state"));
+    std::fs::create_dir_all(&cdi).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    // The plugin runs in its own mount namespace with a small tmpfs for
+    // each folder (an unprivileged user namespace: no root needed), so the
+    // test can fill one and make the other read-only.
+    let script = "cdi=$1 state=$2; shift 2; \
+        mount -t tmpfs -o size=256k tmpfs \"$cdi\" && \
+        mount -t tmpfs -o size=256k tmpfs \"$state\" && exec \"$@\"";
+    let (root, registry) = (dra.world.root(), dra.world.registry());
+    let plugins = tmp.join("kubelet-plugins");
+    let kubeconfig = tmp.join("kubeconfig");
+    let plugin = crate::support::Plugin::spawn_wrapped(
+        &[
+            "unshare",
+            "-Urm",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            cdi.to_str().unwrap(),
+            state.to_str().unwrap(),
+        ],
+        &[
+            "run",
+            "--config-dir",
+            dra.world.config().to_str().unwrap(),
+            "--device-plugin-dir",
+            dra.world.plugins().to_str().unwrap(),
+            "--host-root",
+            root.to_str().unwrap(),
+            "--plugins-registry-dir",
+            registry.to_str().unwrap(),
+            "--cdi-dir",
+            cdi.to_str().unwrap(),
+            "--plugins-dir",
+            plugins.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--node-name",
+            NODE,
+        ],
+        tmp,
+    );
+    dra.registered(&plugin, 1).await;
+    dra.published(&plugin, DEVICES.len()).await;
+    let pid = plugin.pid();
+    // The plugin's view of a path.
+    let seen =
+        |path: &std::path::Path| PathBuf::from(format!("/proc/{pid}/root{}", path.display()));
+    let first = put_claim(&dra.api, "first", &[DEVICES[0]]);
+    prepare(&dra, &plugin, &first).await;
+    assert!(seen(&spec_path(&dra, &first)).exists());
+    assert!(!spec_path(&dra, &first).exists(), "not the plugin's tmpfs");
+
+    // The CDI folder is full: the claim fails naming the file and why.
+    let filler = seen(&cdi.join("filler"));
+    let mut file = std::fs::File::create(&filler).unwrap();
+    let block = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut file, &block).is_ok() {}
+    drop(file);
+    let second = put_claim(&dra.api, "second", &[DEVICES[1]]);
+    let outcome = dra
+        .kubelet
+        .prepare(DRIVER, std::slice::from_ref(&second))
+        .await
+        .unwrap();
+    let error = outcome.claims[&second.uid].clone().unwrap_err();
+    assert!(
+        error.contains("No space left on device")
+            && error.contains(&spec_path(&dra, &second).display().to_string()),
+        "{error}"
+    );
+    std::fs::remove_file(&filler).unwrap();
+    prepare(&dra, &plugin, &second).await;
+
+    // The state folder turns read-only: unprepare cannot forget the claim,
+    // says so naming the checkpoint, and succeeds once it is writable.
+    in_namespace_of(pid, &["mount", "-o", "remount,ro", state.to_str().unwrap()]);
+    let outcome = dra
+        .kubelet
+        .unprepare(DRIVER, std::slice::from_ref(&first))
+        .await
+        .unwrap();
+    let error = outcome.claims[&first.uid].clone().unwrap_err();
+    assert!(
+        error.contains("Read-only file system") && error.contains("hot.e2e.example.com.json"),
+        "{error}"
+    );
+    in_namespace_of(pid, &["mount", "-o", "remount,rw", state.to_str().unwrap()]);
+    unprepare(&dra, &first).await;
+    unprepare(&dra, &second).await;
+    assert!(!seen(&spec_path(&dra, &second)).exists());
+    // Still serving: a new claim prepares.
+    let third = put_claim(&dra.api, "third", &[DEVICES[0]]);
+    prepare(&dra, &plugin, &third).await;
+}

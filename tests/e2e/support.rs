@@ -154,12 +154,27 @@ pub struct Plugin {
 
 impl Plugin {
     pub fn spawn(args: &[&str], dir: &Path) -> Self {
+        Self::spawn_wrapped(&[], args, dir)
+    }
+
+    /// Runs the binary as the last argument of `wrapper` (e.g. `unshare …
+    /// sh -c '…; exec "$@"' sh`), `args` after it; the process keeps the
+    /// wrapper's PID when the wrapper execs.
+    pub fn spawn_wrapped(wrapper: &[&str], args: &[&str], dir: &Path) -> Self {
         // One log per process, even for two started with as many arguments.
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = dir.join(format!("plugin-{n}.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let child = tokio::process::Command::new(binary())
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(rest).arg(binary());
+                command
+            }
+            None => tokio::process::Command::new(binary()),
+        };
+        let child = command
             .args(args)
             .env("RUST_LOG", "info,wdp_host=debug,wdp_resource=debug,wdp_device_plugin=debug,wdp_dra_driver=debug,wdp_kubelet_socket=debug")
             .stdout(Stdio::null())

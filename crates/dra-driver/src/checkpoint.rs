@@ -199,6 +199,9 @@ impl Checkpoint {
             .truncate(false)
             .write(true)
             .open(&self.lock_path)
+            // A read-only state folder: an existing lock file still locks
+            // when opened for reading, so reads stay consistent.
+            .or_else(|_| File::open(&self.lock_path))
             .map_err(fail)?;
         file.lock().map_err(fail)?;
         Ok(FileLock(file))

@@ -64,11 +64,15 @@ impl Files {
     /// Holds this instance's lock for as long as the file lives.
     fn hold_alive(&self) -> std::io::Result<File> {
         std::fs::create_dir_all(&self.instances)?;
-        let file = File::options()
+        let path = self.alive_file(&self.instance);
+        File::options()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(self.alive_file(&self.instance))?;
+            .open(&path)?;
+        // Held open for reading only (a lock needs no more), so the state
+        // folder can still be remounted read-only under a running host.
+        let file = File::open(&path)?;
         file.try_lock().map_err(|error| match error {
             std::fs::TryLockError::WouldBlock => std::io::Error::other(format!(
                 "another running instance uses the instance ID {:?}",
@@ -84,7 +88,7 @@ impl Files {
         if id == self.instance {
             return true;
         }
-        let Ok(file) = File::options().write(true).open(self.alive_file(id)) else {
+        let Ok(file) = File::open(self.alive_file(id)) else {
             return false;
         };
         match file.try_lock() {
