@@ -131,6 +131,7 @@ impl DraDriver {
             paths.cdi_dir.clone(),
             checkpoint,
         ));
+        resource.metrics().set_dra_driver(resource.name(), driver);
         let stop = parent.child_token();
         tokio::spawn(cleanup::clean_up(
             preparer.clone(),

@@ -413,6 +413,9 @@ impl Host {
             .collect();
         for name in gone {
             if let Some(r) = running.remove(&name) {
+                if let Some(driver) = r.dra() {
+                    self.metrics.forget_driver(&name, driver.driver());
+                }
                 if let Some(draining) = r.withdraw().await {
                     self.draining.lock().await.push(draining);
                 }

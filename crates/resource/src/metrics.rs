@@ -95,6 +95,15 @@ pub struct DriverLabel {
     pub driver: String,
 }
 
+/// Label set: a resource and the DRA driver serving it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceDriverLabels {
+    /// The resource name.
+    pub resource: String,
+    /// The DRA driver name.
+    pub driver: String,
+}
+
 /// Label set: the DRA driver and the claim operation.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DraClaimLabels {
@@ -175,6 +184,10 @@ pub struct Metrics {
     pub dra_published_generation: Family<DriverLabel, Gauge>,
     /// `wasm_device_plugin_dra_published_slices`.
     pub dra_published_slices: Family<DriverLabel, Gauge>,
+    /// `wasm_device_plugin_dra_driver_info`: 1 per resource served as a DRA
+    /// driver (such a resource has no `ListAndWatch` stream; alerts on a
+    /// missing stream leave it out).
+    pub dra_driver_info: Family<ResourceDriverLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -280,6 +293,7 @@ impl Metrics {
             dra_publish_errors: dra.publish_errors,
             dra_published_generation: dra.published_generation,
             dra_published_slices: dra.published_slices,
+            dra_driver_info: dra.driver_info,
         })
     }
 
@@ -435,13 +449,28 @@ impl Metrics {
             .set(i64::try_from(slices).unwrap_or(i64::MAX));
     }
 
-    /// Drops the per-driver gauges of a DRA resource that left the config.
-    pub fn forget_driver(&self, driver: &str) {
+    /// Records that `resource` is served as DRA driver `driver`.
+    pub fn set_dra_driver(&self, resource: &str, driver: &str) {
+        self.dra_driver_info
+            .get_or_create(&ResourceDriverLabels {
+                resource: resource.to_owned(),
+                driver: driver.to_owned(),
+            })
+            .set(1);
+    }
+
+    /// Drops the per-driver gauges of DRA resource `resource`, served as
+    /// `driver`, that left the config.
+    pub fn forget_driver(&self, resource: &str, driver: &str) {
         let label = DriverLabel {
             driver: driver.to_owned(),
         };
         self.dra_published_generation.remove(&label);
         self.dra_published_slices.remove(&label);
+        self.dra_driver_info.remove(&ResourceDriverLabels {
+            resource: resource.to_owned(),
+            driver: driver.to_owned(),
+        });
     }
 }
 
@@ -452,6 +481,7 @@ struct DraMetrics {
     publish_errors: Family<DriverLabel, Counter>,
     published_generation: Family<DriverLabel, Gauge>,
     published_slices: Family<DriverLabel, Gauge>,
+    driver_info: Family<ResourceDriverLabels, Gauge>,
 }
 
 impl DraMetrics {
@@ -488,12 +518,19 @@ impl DraMetrics {
             "ResourceSlices the driver last published for this node",
             published_slices.clone(),
         );
+        let driver_info = Family::<ResourceDriverLabels, Gauge>::default();
+        registry.register(
+            "dra_driver_info",
+            "1 for each resource served as a DRA driver, by resource and driver (it has no ListAndWatch stream)",
+            driver_info.clone(),
+        );
         Self {
             claims,
             claim_duration,
             publish_errors,
             published_generation,
             published_slices,
+            driver_info,
         }
     }
 }
@@ -521,6 +558,7 @@ mod tests {
         metrics.observe_dra_claim(driver, DraOperation::Unprepare, true, Duration::ZERO);
         metrics.dra_publish_error(driver);
         metrics.set_dra_published(driver, 7, 2);
+        metrics.set_dra_driver("example.com/gpu", driver);
         let text = metrics.encode();
         for line in [
             r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="success"} 1"#,
@@ -530,14 +568,17 @@ mod tests {
             r#"wasm_device_plugin_dra_slice_publish_errors_total{driver="gpu.example.com"} 1"#,
             r#"wasm_device_plugin_dra_published_generation{driver="gpu.example.com"} 7"#,
             r#"wasm_device_plugin_dra_published_slices{driver="gpu.example.com"} 2"#,
+            r#"wasm_device_plugin_dra_driver_info{resource="example.com/gpu",driver="gpu.example.com"} 1"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
-        metrics.forget_driver(driver);
+        metrics.forget_driver("example.com/gpu", driver);
         let text = metrics.encode();
-        assert!(
-            !text.contains(r#"wasm_device_plugin_dra_published_generation{"#),
-            "{text}"
-        );
+        for gone in [
+            r#"wasm_device_plugin_dra_published_generation{"#,
+            r#"wasm_device_plugin_dra_driver_info{"#,
+        ] {
+            assert!(!text.contains(gone), "{text}");
+        }
     }
 }
