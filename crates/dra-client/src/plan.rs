@@ -14,7 +14,10 @@ use k8s_openapi::api::resource::v1::{
 };
 
 use crate::device::{AttributeValue, DraDevice};
-use crate::publisher::DEFAULT_MIN_WRITE_INTERVAL;
+
+/// The shortest time between two write passes of a pool unless the
+/// target says otherwise (`publish-interval-ms`).
+pub const DEFAULT_MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// At most this many devices in one ResourceSlice.
 pub const MAX_DEVICES_PER_SLICE: usize = 128;

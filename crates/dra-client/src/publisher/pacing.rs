@@ -20,8 +20,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The write interval a publisher starts with.
-pub const DEFAULT_MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
+pub use crate::plan::DEFAULT_MIN_WRITE_INTERVAL;
 /// The first retry delay after a failed pass (before jitter).
 pub(crate) const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// The longest retry delay the doubling reaches (before jitter).
