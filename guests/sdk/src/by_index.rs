@@ -42,7 +42,12 @@ pub trait PreferredAllocationByIndex {
     fn load(devices: Vec<DeviceRef>) -> Self::Table;
 
     /// Returns exactly `size` distinct positions from `available`,
-    /// including every position of `must_include`.
+    /// including every position of `must_include`. A request that cannot
+    /// be met should fail in the contract's order, with its messages (see
+    /// [`unanswerable`]): too few distinct available devices first, then a
+    /// must-include position that is not available, then too many
+    /// must-include devices; the plain form answers the same way for an
+    /// unknown must-include ID.
     fn choose(
         table: &Self::Table,
         available: &[u32],
@@ -54,6 +59,13 @@ pub trait PreferredAllocationByIndex {
 /// The plain `preferred-allocation.choose` on top of a by-index policy:
 /// the request's devices become a table, must-include IDs positions, and
 /// the answer's positions IDs again.
+///
+/// A must-include ID that is not among `available` has no position, so
+/// the policy never sees it: this function answers the error itself, in
+/// the order of the contract (see [`unanswerable`]): when the request is
+/// also short of devices, `only N devices available for an allocation of
+/// S`, else `must-include device "ID" is not available`. Every other
+/// request reaches [`PreferredAllocationByIndex::choose`] unchanged.
 pub fn choose_by_ids<P: PreferredAllocationByIndex>(
     available: Vec<DeviceRef>,
     must_include: Vec<String>,
@@ -66,7 +78,7 @@ pub fn choose_by_ids<P: PreferredAllocationByIndex>(
             ids.iter()
                 .position(|known| known == id)
                 .map(|p| p as u32)
-                .ok_or_else(|| format!("must-include device {id:?} is not available"))
+                .ok_or_else(|| unanswerable(&ids, id, size))
         })
         .collect::<Result<Vec<u32>, String>>()?;
     let positions: Vec<u32> = (0..ids.len() as u32).collect();
@@ -79,6 +91,33 @@ pub fn choose_by_ids<P: PreferredAllocationByIndex>(
                 .ok_or_else(|| format!("position {p} is outside the request"))
         })
         .collect()
+}
+
+/// The error for a request naming a must-include ID that is not among
+/// the `available` IDs, by the contract's order of
+/// `preferred-allocation` errors (the `packing-core` crate, the polyglot
+/// examples and this helper all follow it):
+///
+/// 1. fewer distinct available IDs than `size`: `only N devices available
+///    for an allocation of S` (the request cannot be met whatever it
+///    must include);
+/// 2. a must-include ID that is not available, the first in request
+///    order: `must-include device "ID" is not available` (the ID as Rust's
+///    `{:?}` writes it);
+/// 3. more distinct must-include IDs than `size`: `N must-include devices
+///    do not fit an allocation of S`.
+pub fn unanswerable(available_ids: &[String], must_include: &str, size: u32) -> String {
+    let mut distinct: Vec<&str> = available_ids.iter().map(String::as_str).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < size as usize {
+        format!(
+            "only {} devices available for an allocation of {size}",
+            distinct.len()
+        )
+    } else {
+        format!("must-include device {must_include:?} is not available")
+    }
 }
 
 /// Exports a type implementing [`PreferredAllocationByIndex`] as the
@@ -143,4 +182,75 @@ macro_rules! export_preferred_allocation_by_index {
             $crate::preferred_allocation_indexed_world::__export_preferred_allocation_indexed!(__WdpByIndex);
         };
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Must-include first, then the rest in table order; no checks of its
+    /// own but the size.
+    struct FirstFit;
+
+    impl PreferredAllocationByIndex for FirstFit {
+        type Table = usize;
+        fn load(devices: Vec<DeviceRef>) -> usize {
+            devices.len()
+        }
+        fn choose(
+            _: &usize,
+            available: &[u32],
+            must: &[u32],
+            size: u32,
+        ) -> Result<Vec<u32>, String> {
+            if available.len() < size as usize {
+                return Err(format!(
+                    "only {} devices available for an allocation of {size}",
+                    available.len()
+                ));
+            }
+            let mut chosen = must.to_vec();
+            chosen.extend(available.iter().filter(|p| !must.contains(p)));
+            chosen.truncate(size as usize);
+            Ok(chosen)
+        }
+    }
+
+    fn devices(ids: &[&str]) -> Vec<DeviceRef> {
+        ids.iter()
+            .map(|id| DeviceRef {
+                id: (*id).into(),
+                device_id: (*id).into(),
+                numa_nodes: Vec::new(),
+                attributes: Vec::new(),
+                nodes: Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn unknown_must_include_in_the_contracts_order() {
+        let choose = |must: &[&str], size| {
+            choose_by_ids::<FirstFit>(
+                devices(&["a", "b", "b"]),
+                must.iter().map(|id| (*id).to_string()).collect(),
+                size,
+            )
+        };
+        assert_eq!(choose(&["b"], 2).unwrap(), ["b", "a"]);
+        // Too few devices comes first, counting distinct IDs.
+        assert_eq!(
+            choose(&["zz"], 3).unwrap_err(),
+            "only 2 devices available for an allocation of 3"
+        );
+        assert_eq!(
+            choose(&["a", "z\"z"], 2).unwrap_err(),
+            "must-include device \"z\\\"z\" is not available"
+        );
+        // Without an unknown ID the policy answers, with its own messages.
+        assert_eq!(
+            choose(&["a"], 4).unwrap_err(),
+            "only 3 devices available for an allocation of 4"
+        );
+    }
 }
