@@ -203,7 +203,7 @@ build_c() { # hook world
   mv "$OUT/$name.wasm.tmp" "$OUT/$name.wasm"
   stamp "$name" "$hash"
 }
-build_c packing preferred-allocation
+build_c packing preferred-allocation-indexed
 build_c health health
 
 # ---- summary --------------------------------------------------------------

@@ -17,7 +17,9 @@
 //! polyglot guests before they exported it), a fresh instance, and probes
 //! of where the time goes (see `host_path`). Before timing, every language
 //! is checked against the Rust guests on random requests (answers and
-//! error messages must be identical), and by index at the benchmark sizes.
+//! error messages must be identical), whole and by index (a guest without
+//! `preferred-allocation-indexed` gets the whole request there too, as in
+//! the host), and by index at the benchmark sizes.
 //!
 //! ```sh
 //! bash guests/polyglot/build.sh
@@ -268,6 +270,35 @@ const PATHS: &[&str] = &[
     "/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0",
 ];
 
+/// A request as the host sends it by index: a device table in ID order
+/// (each available ID once, with its first occurrence's facts, and each
+/// must-include ID that is not available, without facts, so it is in the
+/// table but not available), the available and must-include positions.
+fn as_indexed(request: &PreferredRequest) -> (Vec<DeviceRef>, Vec<u32>, Vec<u32>) {
+    let mut table: Vec<DeviceRef> = Vec::new();
+    for device in &request.available {
+        if !table.iter().any(|d| d.id == device.id) {
+            table.push(device.clone());
+        }
+    }
+    for id in &request.must_include {
+        if !table.iter().any(|d| &d.id == id) {
+            table.push(DeviceRef {
+                id: id.clone(),
+                device_id: id.clone(),
+                numa_nodes: Vec::new(),
+                attributes: Vec::new(),
+                nodes: Vec::new(),
+            });
+        }
+    }
+    table.sort_by(|a, b| a.id.cmp(&b.id));
+    let position = |id: &str| table.iter().position(|d| d.id == id).expect("in table") as u32;
+    let available = request.available.iter().map(|d| position(&d.id)).collect();
+    let must = request.must_include.iter().map(|id| position(id)).collect();
+    (table, available, must)
+}
+
 fn random_request(rng: &mut Rng) -> PreferredRequest {
     let n = rng.below(13);
     let available: Vec<DeviceRef> = (0..n)
@@ -405,6 +436,24 @@ fn check(
             println!(
                 "  MISMATCH {name} packing case {case}: rust {want:?}, {name} {got:?}\n    request {request:?}"
             );
+        }
+        // The same request by index (warm instances, a table per case):
+        // both guests must answer what the Rust guest answers whole.
+        let (table, available, must) = as_indexed(&request);
+        let refs: Vec<&DeviceRef> = table.iter().collect();
+        let mut by_index = CallContext::new(limits());
+        by_index.generation = Some(10_000_000 + case as u64);
+        let answer = |guest: &Guest| {
+            outcome(guest.choose_by_index(&by_index, &refs, &available, &must, request.size))
+                .and_then(|a| a.into_ids(&refs))
+        };
+        for (who, got) in [("rust", answer(&rust.0)), (name, answer(&other.0))] {
+            if want != got && failures < 5 {
+                failures += 1;
+                println!(
+                    "  MISMATCH {name} packing by index case {case}: rust (whole) {want:?}, {who} {got:?}\n    request {request:?}"
+                );
+            }
         }
         let (devices, config) = random_health(&mut rng);
         let mut ctx = CallContext::new(limits());
@@ -565,10 +614,15 @@ fn main() {
             let ok = check(&loaded[0].guests, &lang.guests, lang.name, cases);
             all_match &= ok;
             println!(
-                "  {:<10} {} ({:.1} s)",
+                "  {:<10} {} ({:.1} s; {})",
                 lang.name,
                 if ok { "identical answers" } else { "MISMATCH" },
-                started.elapsed().as_secs_f64()
+                started.elapsed().as_secs_f64(),
+                if lang.guests.0.chooses_by_index() {
+                    "whole request and by index"
+                } else {
+                    "whole request only: no preferred-allocation-indexed"
+                }
             );
         }
     }

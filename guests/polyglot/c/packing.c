@@ -13,16 +13,32 @@
  *      group is its `link.group` attribute, else the grandparent of `pci.path`;
  *   4. ties broken by ID (byte order).
  *
- * Bindings: `wit-bindgen c wit -w preferred-allocation-guest`; see
+ * It exports both forms of the hook: `preferred-allocation` (the whole
+ * request: devices and must-include IDs) and `preferred-allocation-indexed`
+ * (the host sends the device table once per device-set generation with
+ * `set-devices`, then only positions in it), with the same answers and
+ * errors. The table, its link-locality keys and its ID order are prepared
+ * once in `set-devices`; both forms then share `pack`, which works on
+ * positions.
+ *
+ * Calls may run in a warm instance (see "Instances" in the guest guide),
+ * so every call frees its input and its scratch memory: the instance's
+ * memory stays flat and the host keeps it in service.
+ *
+ * Bindings: `wit-bindgen c wit -w preferred-allocation-indexed-guest`; see
  * `guests/polyglot/build.sh`.
  */
-#include "preferred_allocation_guest.h"
+#include "preferred_allocation_indexed_guest.h"
 #include "wdp_util.h"
 
 typedef exports_wasm_device_plugin_policy_preferred_allocation_request_t request_t;
+typedef exports_wasm_device_plugin_policy_preferred_allocation_indexed_request_t indexed_request_t;
+typedef exports_wasm_device_plugin_policy_preferred_allocation_indexed_list_device_ref_t
+    list_device_ref_t;
 typedef wasm_device_plugin_policy_types_device_ref_t device_ref_t;
-typedef preferred_allocation_guest_string_t string_t;
-typedef preferred_allocation_guest_list_string_t list_string_t;
+typedef preferred_allocation_indexed_guest_string_t string_t;
+typedef preferred_allocation_indexed_guest_list_string_t list_string_t;
+typedef preferred_allocation_indexed_guest_list_u32_t list_u32_t;
 
 static wdp_str S(const string_t *s) { return wdp_s(s->ptr, s->len); }
 
@@ -144,8 +160,8 @@ static int cmp_str(const void *pa, const void *pb) {
 typedef struct {
     size_t tier;
     opt_key key;
-    wdp_str id;
-    string_t *out; /* the ID as returned */
+    size_t order; /* its rank in ID order (IDs are distinct) */
+    size_t pos;   /* its position, as answered */
 } entry;
 
 /* Tier, then keyed groups (by key) before lone devices, then ID. */
@@ -157,7 +173,7 @@ static int cmp_entry(const void *pa, const void *pb) {
         int c = wdp_cmp(a->key.key, b->key.key);
         if (c) return c;
     }
-    return wdp_cmp(a->id, b->id);
+    return a->order < b->order ? -1 : a->order > b->order;
 }
 
 typedef struct {
@@ -174,86 +190,47 @@ static int cmp_group(const void *pa, const void *pb) {
     if (a->len != b->len) return a->len < b->len ? -1 : 1;
     int c = cmp_opt(a->key, b->key);
     if (c) return c;
-    return wdp_cmp(g_entries[a->start].id, g_entries[b->start].id);
+    size_t x = g_entries[a->start].order, y = g_entries[b->start].order;
+    return x < y ? -1 : x > y;
 }
 
-/* ---- the hook -------------------------------------------------------- */
+/* ---- packing, on positions ------------------------------------------- */
 
-static void take(const entry *entries, group *g, size_t *remaining, list_string_t *out) {
+static void take(const entry *entries, group *g, size_t *remaining, size_t *out, size_t *len) {
     size_t count = g->len < *remaining ? g->len : *remaining;
-    for (size_t i = 0; i < count; i++) out->ptr[out->len++] = *entries[g->start + i].out;
+    for (size_t i = 0; i < count; i++) out[(*len)++] = entries[g->start + i].pos;
     *remaining -= count;
     g->used = true;
 }
 
-bool exports_wasm_device_plugin_policy_preferred_allocation_choose(request_t *request,
-                                                                   list_string_t *ret,
-                                                                   string_t *err) {
-    const device_ref_t *devices = request->available.ptr;
-    size_t n = request->available.len, size = request->size;
-    wdp_buf msg = {0};
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) abort();
+    return p;
+}
 
-    /* Distinct available devices, sorted by ID, first occurrence wins. */
-    size_t *uniq = wdp_xmalloc(n * sizeof *uniq);
-    for (size_t i = 0; i < n; i++) uniq[i] = i;
-    g_devices = devices;
-    qsort(uniq, n, sizeof *uniq, cmp_index_by_id);
-    size_t distinct = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (distinct && wdp_eq(S(&devices[uniq[i]].id), S(&devices[uniq[distinct - 1]].id))) continue;
-        uniq[distinct++] = uniq[i];
-    }
-    if (distinct < size) {
-        wdp_buf_puts(&msg, "only ");
-        wdp_buf_putu(&msg, distinct);
-        wdp_buf_puts(&msg, " devices available for an allocation of ");
-        wdp_buf_putu(&msg, size);
-        return fail(err, &msg);
-    }
-
-    size_t must_len = request->must_include.len;
-    ret->ptr = wdp_xmalloc((size > must_len ? size : must_len) * sizeof *ret->ptr);
-    ret->len = 0;
-    bool *chosen = calloc(distinct ? distinct : 1, sizeof *chosen);
-    if (!chosen) abort();
-    for (size_t m = 0; m < must_len; m++) {
-        wdp_str want = S(&request->must_include.ptr[m]);
-        size_t lo = 0, hi = distinct;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (wdp_cmp(S(&devices[uniq[mid]].id), want) < 0) lo = mid + 1;
-            else hi = mid;
-        }
-        if (lo == distinct || !wdp_eq(S(&devices[uniq[lo]].id), want)) {
-            wdp_buf_puts(&msg, "must-include device ");
-            put_debug(&msg, want);
-            wdp_buf_puts(&msg, " is not available");
-            return fail(err, &msg);
-        }
-        if (!chosen[lo]) {
-            chosen[lo] = true;
-            ret->ptr[ret->len++] = devices[uniq[lo]].id;
-        }
-    }
-    if (ret->len > size) {
-        wdp_buf_putu(&msg, ret->len);
-        wdp_buf_puts(&msg, " must-include devices do not fit an allocation of ");
-        wdp_buf_putu(&msg, size);
-        return fail(err, &msg);
-    }
-    size_t remaining = size - ret->len;
-    if (remaining == 0) return true;
+/*
+ * After the checks: `uniq[0..distinct)` are the distinct available
+ * positions of `devs` in ID order, `chosen[p]` marks the must-include ones,
+ * already answered in `out[0..*len)`; `keys[p]` is the link-locality key of
+ * `devs[p]`. Appends positions to `out` until it holds `size`.
+ */
+static void pack(const device_ref_t *devs, const opt_key *keys, const size_t *uniq,
+                 size_t distinct, const bool *chosen, size_t size, size_t *out, size_t *len) {
+    size_t remaining = size - *len;
+    if (remaining == 0) return;
 
     /* Rank NUMA nodes: nodes of must-include devices first (most such
      * devices first), then by the number of other available devices. */
     size_t total = 0;
-    for (size_t u = 0; u < distinct; u++) total += devices[uniq[u]].numa_nodes.len;
+    for (size_t u = 0; u < distinct; u++) total += devs[uniq[u]].numa_nodes.len;
     node_count *nodes = wdp_xmalloc(total * sizeof *nodes);
     size_t count = 0;
     for (size_t u = 0; u < distinct; u++) {
-        const device_ref_t *d = &devices[uniq[u]];
+        const device_ref_t *d = &devs[uniq[u]];
+        bool must = chosen[uniq[u]];
         for (size_t k = 0; k < d->numa_nodes.len; k++) {
-            node_count c = {d->numa_nodes.ptr[k], chosen[u] ? 1 : 0, chosen[u] ? 0 : 1, 0};
+            node_count c = {d->numa_nodes.ptr[k], must ? 1 : 0, must ? 0 : 1, 0};
             nodes[count++] = c;
         }
     }
@@ -275,9 +252,7 @@ bool exports_wasm_device_plugin_policy_preferred_allocation_choose(request_t *re
     wdp_str *affinity = wdp_xmalloc(distinct * sizeof *affinity);
     size_t affinities = 0;
     for (size_t u = 0; u < distinct; u++) {
-        if (!chosen[u]) continue;
-        opt_key key = locality_key(&devices[uniq[u]]);
-        if (key.some) affinity[affinities++] = key.key;
+        if (chosen[uniq[u]] && keys[uniq[u]].some) affinity[affinities++] = keys[uniq[u]].key;
     }
     qsort(affinity, affinities, sizeof *affinity, cmp_str);
 
@@ -285,15 +260,16 @@ bool exports_wasm_device_plugin_policy_preferred_allocation_choose(request_t *re
     entry *entries = wdp_xmalloc(distinct * sizeof *entries);
     size_t left = 0;
     for (size_t u = 0; u < distinct; u++) {
-        if (chosen[u]) continue;
-        const device_ref_t *d = &devices[uniq[u]];
+        size_t p = uniq[u];
+        if (chosen[p]) continue;
+        const device_ref_t *d = &devs[p];
         size_t tier = SIZE_MAX;
         for (size_t k = 0; k < d->numa_nodes.len; k++) {
             node_count probe = {d->numa_nodes.ptr[k], 0, 0, 0};
             const node_count *found = bsearch(&probe, nodes, kinds, sizeof *nodes, cmp_node_id);
             if (found && found->rank < tier) tier = found->rank;
         }
-        entry e = {tier, locality_key(d), S(&d->id), (string_t *)&d->id};
+        entry e = {tier, keys[p], u, p};
         entries[left++] = e;
     }
     qsort(entries, left, sizeof *entries, cmp_entry);
@@ -304,22 +280,22 @@ bool exports_wasm_device_plugin_policy_preferred_allocation_choose(request_t *re
         /* One tier: its groups, keyed ones by key, then lone devices. */
         size_t end = start, count_groups = 0;
         while (end < left && entries[end].tier == entries[start].tier) {
-            size_t len = 1;
+            size_t n = 1;
             if (entries[end].key.some) {
-                while (end + len < left && entries[end + len].tier == entries[end].tier &&
-                       entries[end + len].key.some && wdp_eq(entries[end + len].key.key, entries[end].key.key))
-                    len++;
+                while (end + n < left && entries[end + n].tier == entries[end].tier &&
+                       entries[end + n].key.some && wdp_eq(entries[end + n].key.key, entries[end].key.key))
+                    n++;
             }
-            group g = {end, len, entries[end].key, false};
+            group g = {end, n, entries[end].key, false};
             groups[count_groups++] = g;
-            end += len;
+            end += n;
         }
 
         /* Groups linked to what is already chosen come first, by key. */
         for (size_t i = 0; i < count_groups && remaining > 0; i++) {
             if (groups[i].key.some &&
                 bsearch(&groups[i].key.key, affinity, affinities, sizeof *affinity, cmp_str))
-                take(entries, &groups[i], &remaining, ret);
+                take(entries, &groups[i], &remaining, out, len);
         }
 
         /* Then best fit: by (size, key, first ID). */
@@ -341,9 +317,244 @@ bool exports_wasm_device_plugin_policy_preferred_allocation_choose(request_t *re
                     }
                 }
             }
-            take(entries, &groups[pick], &remaining, ret);
+            take(entries, &groups[pick], &remaining, out, len);
         }
         start = end;
     }
-    return true;
+    free(groups);
+    free(entries);
+    free(affinity);
+    free(nodes);
+}
+
+/* The errors, in the contract's order (see the guest guide): too few
+ * devices, a must-include device that is not available, too many
+ * must-include devices. */
+static void too_few(wdp_buf *msg, size_t distinct, size_t size) {
+    wdp_buf_puts(msg, "only ");
+    wdp_buf_putu(msg, distinct);
+    wdp_buf_puts(msg, " devices available for an allocation of ");
+    wdp_buf_putu(msg, size);
+}
+
+static void not_available(wdp_buf *msg, wdp_str id) {
+    wdp_buf_puts(msg, "must-include device ");
+    put_debug(msg, id);
+    wdp_buf_puts(msg, " is not available");
+}
+
+static void too_many(wdp_buf *msg, size_t must, size_t size) {
+    wdp_buf_putu(msg, must);
+    wdp_buf_puts(msg, " must-include devices do not fit an allocation of ");
+    wdp_buf_putu(msg, size);
+}
+
+/* ---- preferred-allocation: the whole request ------------------------- */
+
+bool exports_wasm_device_plugin_policy_preferred_allocation_choose(request_t *request,
+                                                                   list_string_t *ret,
+                                                                   string_t *err) {
+    const device_ref_t *devs = request->available.ptr;
+    size_t n = request->available.len, size = request->size;
+    size_t must_len = request->must_include.len;
+    wdp_buf msg = {0};
+    bool ok = false;
+    bool *chosen = NULL;
+    size_t *out = NULL, len = 0;
+    opt_key *keys = NULL;
+
+    /* Distinct available devices, sorted by ID, first occurrence wins. */
+    size_t *uniq = wdp_xmalloc(n * sizeof *uniq);
+    for (size_t i = 0; i < n; i++) uniq[i] = i;
+    g_devices = devs;
+    qsort(uniq, n, sizeof *uniq, cmp_index_by_id);
+    size_t distinct = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (distinct && wdp_eq(S(&devs[uniq[i]].id), S(&devs[uniq[distinct - 1]].id))) continue;
+        uniq[distinct++] = uniq[i];
+    }
+    if (distinct < size) {
+        too_few(&msg, distinct, size);
+        goto done;
+    }
+
+    chosen = xcalloc(n, sizeof *chosen);
+    out = wdp_xmalloc((size > must_len ? size : must_len) * sizeof *out);
+    for (size_t m = 0; m < must_len; m++) {
+        wdp_str want = S(&request->must_include.ptr[m]);
+        size_t lo = 0, hi = distinct;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (wdp_cmp(S(&devs[uniq[mid]].id), want) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == distinct || !wdp_eq(S(&devs[uniq[lo]].id), want)) {
+            not_available(&msg, want);
+            goto done;
+        }
+        if (!chosen[uniq[lo]]) {
+            chosen[uniq[lo]] = true;
+            out[len++] = uniq[lo];
+        }
+    }
+    if (len > size) {
+        too_many(&msg, len, size);
+        goto done;
+    }
+
+    keys = wdp_xmalloc(n * sizeof *keys);
+    for (size_t u = 0; u < distinct; u++) keys[uniq[u]] = locality_key(&devs[uniq[u]]);
+    pack(devs, keys, uniq, distinct, chosen, size, out, &len);
+
+    /* Copies of the IDs: the request is freed below, the answer after the
+     * host read it (by the generated post-return glue). */
+    ret->len = len;
+    ret->ptr = len ? wdp_xmalloc(len * sizeof *ret->ptr) : NULL;
+    for (size_t i = 0; i < len; i++) {
+        const string_t *id = &devs[out[i]].id;
+        ret->ptr[i].len = id->len;
+        ret->ptr[i].ptr = id->len ? wdp_xmalloc(id->len) : NULL;
+        if (id->len) memcpy(ret->ptr[i].ptr, id->ptr, id->len);
+    }
+    ok = true;
+
+done:
+    free(keys);
+    free(out);
+    free(chosen);
+    free(uniq);
+    exports_wasm_device_plugin_policy_preferred_allocation_request_free(request);
+    return ok ? true : fail(err, &msg);
+}
+
+/* ---- preferred-allocation-indexed: positions in a device table ------- */
+
+/* The device table of the latest `set-devices` (owned), and what only
+ * depends on it. */
+static struct {
+    bool loaded;
+    list_device_ref_t devices;
+    opt_key *keys;     /* per position: its link-locality key */
+    size_t *canonical; /* per position: the first position with its ID */
+    size_t *by_id;     /* the canonical positions, in ID order */
+    size_t ids;        /* how many */
+} table;
+
+void exports_wasm_device_plugin_policy_preferred_allocation_indexed_set_devices(
+    uint64_t generation, list_device_ref_t *devices) {
+    (void)generation;
+    if (table.loaded) {
+        free(table.keys);
+        free(table.canonical);
+        free(table.by_id);
+        exports_wasm_device_plugin_policy_preferred_allocation_indexed_list_device_ref_free(&table.devices);
+    }
+    const device_ref_t *devs = devices->ptr;
+    size_t n = devices->len;
+    table.devices = *devices;
+    table.keys = wdp_xmalloc(n * sizeof *table.keys);
+    table.canonical = wdp_xmalloc(n * sizeof *table.canonical);
+    table.by_id = wdp_xmalloc(n * sizeof *table.by_id);
+    for (size_t p = 0; p < n; p++) {
+        table.by_id[p] = p;
+        table.keys[p] = locality_key(&devs[p]);
+    }
+    /* By ID, then position: the first position of an ID is canonical. */
+    g_devices = devs;
+    qsort(table.by_id, n, sizeof *table.by_id, cmp_index_by_id);
+    size_t ids = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t p = table.by_id[i];
+        if (ids && wdp_eq(S(&devs[p].id), S(&devs[table.by_id[ids - 1]].id))) {
+            table.canonical[p] = table.by_id[ids - 1];
+        } else {
+            table.canonical[p] = p;
+            table.by_id[ids++] = p;
+        }
+    }
+    table.ids = ids;
+    table.loaded = true;
+}
+
+/* A position of the request, or the error that it is outside the table. */
+static bool in_table(uint32_t position, size_t n, wdp_buf *msg) {
+    if (position < n) return true;
+    wdp_buf_puts(msg, "position ");
+    wdp_buf_putu(msg, position);
+    wdp_buf_puts(msg, " is outside the device table of ");
+    wdp_buf_putu(msg, n);
+    return false;
+}
+
+bool exports_wasm_device_plugin_policy_preferred_allocation_indexed_choose(indexed_request_t *request,
+                                                                           list_u32_t *ret,
+                                                                           string_t *err) {
+    size_t size = request->size, must_len = request->must_include.len;
+    wdp_buf msg = {0};
+    bool ok = false;
+    bool *available = NULL, *chosen = NULL;
+    size_t *uniq = NULL, *out = NULL, len = 0;
+    if (!table.loaded) {
+        wdp_buf_puts(&msg, "no device table: the host called choose before set-devices");
+        goto done;
+    }
+    const device_ref_t *devs = table.devices.ptr;
+    size_t n = table.devices.len;
+
+    /* The same checks, in the same order, as the whole request. */
+    available = xcalloc(n, sizeof *available);
+    size_t distinct = 0;
+    for (size_t i = 0; i < request->available.len; i++) {
+        uint32_t p = request->available.ptr[i];
+        if (!in_table(p, n, &msg)) goto done;
+        size_t c = table.canonical[p];
+        if (!available[c]) {
+            available[c] = true;
+            distinct++;
+        }
+    }
+    if (distinct < size) {
+        too_few(&msg, distinct, size);
+        goto done;
+    }
+    chosen = xcalloc(n, sizeof *chosen);
+    out = wdp_xmalloc((size > must_len ? size : must_len) * sizeof *out);
+    for (size_t m = 0; m < must_len; m++) {
+        uint32_t p = request->must_include.ptr[m];
+        if (!in_table(p, n, &msg)) goto done;
+        size_t c = table.canonical[p];
+        if (!available[c]) {
+            not_available(&msg, S(&devs[p].id));
+            goto done;
+        }
+        if (!chosen[c]) {
+            chosen[c] = true;
+            out[len++] = c;
+        }
+    }
+    if (len > size) {
+        too_many(&msg, len, size);
+        goto done;
+    }
+
+    /* The available positions in ID order, from the table's order. */
+    uniq = wdp_xmalloc(distinct * sizeof *uniq);
+    size_t u = 0;
+    for (size_t i = 0; i < table.ids; i++) {
+        if (available[table.by_id[i]]) uniq[u++] = table.by_id[i];
+    }
+    pack(devs, table.keys, uniq, distinct, chosen, size, out, &len);
+
+    ret->len = len;
+    ret->ptr = len ? wdp_xmalloc(len * sizeof *ret->ptr) : NULL;
+    for (size_t i = 0; i < len; i++) ret->ptr[i] = (uint32_t)out[i];
+    ok = true;
+
+done:
+    free(uniq);
+    free(out);
+    free(chosen);
+    free(available);
+    exports_wasm_device_plugin_policy_preferred_allocation_indexed_request_free(request);
+    return ok ? true : fail(err, &msg);
 }

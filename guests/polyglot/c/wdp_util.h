@@ -3,9 +3,11 @@
  * (pointer, length) pairs, as the canonical ABI hands them over (not
  * NUL-terminated).
  *
- * Every hook call runs in a fresh instance that the host throws away
- * afterwards, so the guests never free their inputs: memory comes back
- * with the instance.
+ * Health calls run in a fresh instance that the host throws away
+ * afterwards, so `health.c` never frees its input: memory comes back with
+ * the instance. Preferred-allocation calls may run in a warm instance, so
+ * `packing.c` frees its inputs and scratch memory (and keeps the device
+ * table of `set-devices` until the next one).
  */
 #ifndef WDP_UTIL_H
 #define WDP_UTIL_H
