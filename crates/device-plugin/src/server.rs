@@ -86,6 +86,14 @@ impl ServerHandle {
         let stop = parent.child_token();
         let reregister = Arc::new(Notify::new());
         let (registered_tx, registered) = watch::channel(false);
+        // At 0 from the start, so "no stream" is a value alerts can see
+        // (only device-plugin resources have this series).
+        let _ = resource
+            .metrics()
+            .watchers
+            .get_or_create(&wdp_resource::metrics::ResourceLabel {
+                resource: resource.name().to_owned(),
+            });
         let task = tokio::spawn(supervise(
             resource,
             dir,

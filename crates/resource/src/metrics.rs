@@ -185,8 +185,7 @@ pub struct Metrics {
     /// `wasm_device_plugin_dra_published_slices`.
     pub dra_published_slices: Family<DriverLabel, Gauge>,
     /// `wasm_device_plugin_dra_driver_info`: 1 per resource served as a DRA
-    /// driver (such a resource has no `ListAndWatch` stream; alerts on a
-    /// missing stream leave it out).
+    /// driver.
     pub dra_driver_info: Family<ResourceDriverLabels, Gauge>,
 }
 
