@@ -83,27 +83,10 @@ impl Dra {
     }
 
     fn spawn(&self, extra: &[&str]) -> Plugin {
-        let tmp = self.world.tmp.path();
-        let (cdi, plugins, state, kubeconfig) = (
-            self.cdi_dir(),
-            tmp.join("kubelet-plugins"),
-            tmp.join("state"),
-            tmp.join("kubeconfig"),
-        );
-        let mut args = vec![
-            "--cdi-dir",
-            cdi.to_str().unwrap(),
-            "--plugins-dir",
-            plugins.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--node-name",
-            NODE,
-        ];
+        let args = run_args(self, &self.world.config());
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
         args.extend_from_slice(extra);
-        self.world.spawn_with(&args)
+        Plugin::spawn(&args, self.world.tmp.path())
     }
 
     /// Waits until the driver's slices list exactly `count` devices.
@@ -128,42 +111,42 @@ impl Dra {
     }
 }
 
+/// The arguments of `run` reading `config_dir`, with the node's folders
+/// every instance shares.
+fn run_args(dra: &Dra, config_dir: &std::path::Path) -> Vec<String> {
+    let tmp = dra.world.tmp.path();
+    let path = |p: std::path::PathBuf| p.to_str().unwrap().to_owned();
+    [
+        "run".to_owned(),
+        "--config-dir".to_owned(),
+        path(config_dir.to_owned()),
+        "--device-plugin-dir".to_owned(),
+        path(dra.world.plugins()),
+        "--host-root".to_owned(),
+        path(dra.world.root()),
+        "--plugins-registry-dir".to_owned(),
+        path(dra.world.registry()),
+        "--cdi-dir".to_owned(),
+        path(dra.cdi_dir()),
+        "--plugins-dir".to_owned(),
+        path(tmp.join("kubelet-plugins")),
+        "--state-dir".to_owned(),
+        path(tmp.join("state")),
+        "--kubeconfig".to_owned(),
+        path(tmp.join("kubeconfig")),
+        "--node-name".to_owned(),
+        NODE.to_owned(),
+    ]
+    .into()
+}
+
 /// Starts an instance of the host with its own ID (a pod of a rolling
 /// update) reading `config_dir`, sharing the node's folders with the others.
 fn spawn_instance(dra: &Dra, config_dir: &std::path::Path, id: &str) -> Plugin {
-    let tmp = dra.world.tmp.path();
-    let (root, registry, cdi) = (dra.world.root(), dra.world.registry(), dra.cdi_dir());
-    let (plugins, state, kubeconfig) = (
-        tmp.join("kubelet-plugins"),
-        tmp.join("state"),
-        tmp.join("kubeconfig"),
-    );
-    crate::support::Plugin::spawn(
-        &[
-            "run",
-            "--config-dir",
-            config_dir.to_str().unwrap(),
-            "--device-plugin-dir",
-            dra.world.plugins().to_str().unwrap(),
-            "--host-root",
-            root.to_str().unwrap(),
-            "--plugins-registry-dir",
-            registry.to_str().unwrap(),
-            "--cdi-dir",
-            cdi.to_str().unwrap(),
-            "--plugins-dir",
-            plugins.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--node-name",
-            NODE,
-            "--instance-id",
-            id,
-        ],
-        tmp,
-    )
+    let mut args = run_args(dra, config_dir);
+    args.extend(["--instance-id".to_owned(), id.to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Plugin::spawn(&args, dra.world.tmp.path())
 }
 
 /// How many devices the driver's slices for the node list.
@@ -580,10 +563,9 @@ async fn dra_a_full_cdi_folder_or_a_read_only_state_folder_fails_the_claim_namin
     let script = "cdi=$1 state=$2; shift 2; \
         mount -t tmpfs -o size=256k tmpfs \"$cdi\" && \
         mount -t tmpfs -o size=256k tmpfs \"$state\" && exec \"$@\"";
-    let (root, registry) = (dra.world.root(), dra.world.registry());
-    let plugins = tmp.join("kubelet-plugins");
-    let kubeconfig = tmp.join("kubeconfig");
-    let plugin = crate::support::Plugin::spawn_wrapped(
+    let args = run_args(&dra, &dra.world.config());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plugin = Plugin::spawn_wrapped(
         &[
             "unshare",
             "-Urm",
@@ -594,27 +576,7 @@ async fn dra_a_full_cdi_folder_or_a_read_only_state_folder_fails_the_claim_namin
             cdi.to_str().unwrap(),
             state.to_str().unwrap(),
         ],
-        &[
-            "run",
-            "--config-dir",
-            dra.world.config().to_str().unwrap(),
-            "--device-plugin-dir",
-            dra.world.plugins().to_str().unwrap(),
-            "--host-root",
-            root.to_str().unwrap(),
-            "--plugins-registry-dir",
-            registry.to_str().unwrap(),
-            "--cdi-dir",
-            cdi.to_str().unwrap(),
-            "--plugins-dir",
-            plugins.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--node-name",
-            NODE,
-        ],
+        &args,
         tmp,
     );
     dra.registered(&plugin, 1).await;

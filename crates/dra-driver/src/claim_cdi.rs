@@ -16,15 +16,20 @@ use wdp_resource::cdi::{self, CdiMount, CdiNode, ContainerEdits, Spec};
 use wdp_resource::config::ResourceConfig;
 use wdp_resource::device_set::AdvertisedDevice;
 
+/// What the spec file names of `resource`'s claims start with.
+fn spec_prefix(resource: &str) -> String {
+    format!("wdp-{}_", resource.replace('/', "-"))
+}
+
 /// The spec file of claim `uid` of `resource` in `dir`.
 pub fn spec_file(dir: &Path, resource: &str, uid: &str) -> PathBuf {
-    dir.join(format!("wdp-{}_{uid}.json", resource.replace('/', "-")))
+    dir.join(format!("{}{uid}.json", spec_prefix(resource)))
 }
 
 /// The claim spec files of `resource` in `dir`, with the claim UID each
 /// names.
 pub fn spec_files(dir: &Path, resource: &str) -> Vec<(String, PathBuf)> {
-    let prefix = format!("wdp-{}_", resource.replace('/', "-"));
+    let prefix = spec_prefix(resource);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

@@ -63,6 +63,17 @@ impl DraWorld {
         Host::start(self.options(), Metrics::new()).await.unwrap()
     }
 
+    /// Starts the host, registers the driver as the plugin watcher does and
+    /// waits for the fixture's 8 GPUs to be published; returns the host and
+    /// the driver's endpoint.
+    async fn serving(&self) -> (Arc<Host>, String) {
+        let host = self.start().await;
+        wait_for_socket(&self.registration_socket()).await;
+        let (endpoint, _) = self.register().await;
+        self.wait_published(8).await;
+        (host, endpoint)
+    }
+
     fn registration_socket(&self) -> PathBuf {
         self.world
             .tmp
@@ -399,10 +410,7 @@ async fn a_failing_pre_start_guest_fails_only_its_claim() {
     .await;
     w.world
         .install_guest(wdp_guest_artifacts::PRE_START_CHECK, "pre-start.wasm");
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let refused = w
         .api
         .put_claim(claim("refused", DRIVER, &[&name_of(GPU_A)]));
@@ -542,10 +550,7 @@ async fn the_claims_opaque_configuration_reaches_the_guests() {
     .await;
     w.world
         .install_guest(wdp_guest_artifacts::CLAIM_ECHO, "echo.wasm");
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let echoed = w.api.put_claim(with_config(
         claim("echoed", DRIVER, &[&name_of(GPU_A)]),
         DRIVER,
@@ -609,10 +614,7 @@ async fn the_claims_opaque_configuration_reaches_the_guests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_under_prepare_load_fails_no_call_and_removal_withdraws_the_slices() {
     let w = DraWorld::new("").await;
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let claims: Vec<ResourceClaim> = (0..4)
         .map(|i| {
             let id = format!("0000:{:02x}:00.0", [3, 4, 7, 8][i]);
@@ -690,10 +692,7 @@ async fn a_reload_under_prepare_load_fails_no_call_and_removal_withdraws_the_sli
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_prepares_never_share_a_device_and_a_claim_asked_at_once_is_prepared_once() {
     let w = DraWorld::new("").await;
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let names: Vec<String> = w
         .api
         .slices_of(NODE, DRIVER)
@@ -857,10 +856,7 @@ fn spec_of(w: &DraWorld, claim: &ResourceClaim) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removed_resource_drains_its_prepared_claims_before_its_sockets_go() {
     let w = DraWorld::new("").await;
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let held = w.api.put_claim(claim("held", DRIVER, &[&name_of(GPU_A)]));
     assert_eq!(prepare_one(&endpoint, &held).await.error, "");
     assert!(spec_of(&w, &held).exists());
@@ -894,10 +890,7 @@ async fn a_removed_resource_drains_its_prepared_claims_before_its_sockets_go() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_start_claims_gone_from_the_api_server_and_unrecorded_specs_are_cleaned() {
     let w = DraWorld::new("").await;
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let gone = w.api.put_claim(claim("gone", DRIVER, &[&name_of(GPU_A)]));
     let kept = w.api.put_claim(claim("kept", DRIVER, &[&name_of(GPU_B)]));
     for c in [&gone, &kept] {
@@ -946,10 +939,7 @@ async fn at_start_claims_gone_from_the_api_server_and_unrecorded_specs_are_clean
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_checkpoint_is_set_aside_and_new_claims_are_still_prepared() {
     let w = DraWorld::new("").await;
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let old = w.api.put_claim(claim("old", DRIVER, &[&name_of(GPU_A)]));
     assert_eq!(prepare_one(&endpoint, &old).await.error, "");
     host.shutdown().await;
@@ -988,10 +978,7 @@ async fn a_damaged_checkpoint_is_set_aside_and_new_claims_are_still_prepared() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_naming_what_is_not_ours_and_a_refusing_api_server_fail_only_their_claim() {
     let w = DraWorld::new("").await;
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let mut other_pool = claim("other-pool", DRIVER, &[&name_of(GPU_A)]);
     other_pool
         .status
@@ -1073,10 +1060,7 @@ async fn a_rotated_token_is_picked_up_and_an_unreadable_answer_fails_only_its_cl
         .write_kubeconfig_with_token_file(&w.world.tmp.path().join("kubeconfig"), &token_file)
         .unwrap();
     w.api.require_bearer_tokens(Some(&["token-a"]));
-    let host = w.start().await;
-    wait_for_socket(&w.registration_socket()).await;
-    let (endpoint, _) = w.register().await;
-    w.wait_published(8).await;
+    let (host, endpoint) = w.serving().await;
     let devices = [GPU_A, GPU_B, "0000:07:00.0", "0000:08:00.0"];
     let mut next = 0;
     let mut prepare_new = async |what: &str| {
