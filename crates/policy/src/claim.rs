@@ -1,13 +1,18 @@
-//! The claim a call serves (WIT 0.1.1): which Dynamic Resource Allocation
-//! claim and the claim's opaque configuration for the driver, as the
-//! `claim` import returns it (served in [`crate::imports`]).
+//! The claim a call serves (WIT 0.1.1, devices since 0.1.2): which Dynamic
+//! Resource Allocation claim, the claim's opaque configuration for the
+//! driver and the claim's devices of the driver, as the `claim` import
+//! returns them (served in [`crate::imports`]).
 //!
-//! The caller sets [`crate::CallContext::claim`] for the `allocate` and
-//! `pre-start` calls of a DRA prepare; everywhere else it is `None` and the
-//! guest's `claim.current()` returns `none`. Guests built against 0.1.0 do
-//! not import this interface and load unchanged.
+//! The caller sets [`crate::CallContext::claim`] for the `dra-prepare`,
+//! `allocate` and `pre-start` calls of a DRA prepare (and the
+//! `dra-unprepare` call that undoes it); everywhere else it is `None`: the
+//! guest's `claim.current()` returns `none` and `claim.devices()` an empty
+//! list. Guests built against 0.1.0 do not import this interface, guests
+//! built against 0.1.1 import it without `devices`; both load unchanged.
 
 use std::sync::Arc;
+
+use crate::types::ClaimDevice;
 
 /// A ResourceClaim being prepared, as far as one driver is concerned.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,6 +31,10 @@ pub struct ClaimInfo {
     /// driver that applies to one of [`Self::requests`], in allocation
     /// order (class configuration first, then the claim's own).
     pub configs: Vec<String>,
+    /// The claim's devices of this driver, in allocation order, with the
+    /// request each serves, admin access and consumed capacity: what
+    /// `claim.devices()` returns (WIT 0.1.2).
+    pub devices: Vec<ClaimDevice>,
 }
 
 /// The claim of a call, shared between the context and the store.

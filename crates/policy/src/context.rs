@@ -51,8 +51,11 @@ pub struct CallContext {
     /// once per generation. `None`: a fresh instance, thrown away after the
     /// call.
     pub generation: Option<u64>,
-    /// What the `claim` import returns: the DRA claim an `allocate` or
-    /// `pre-start` call serves; `None` for device-plugin calls.
+    /// What the `claim` import returns: the DRA claim a `dra-prepare`,
+    /// `dra-unprepare`, `allocate` or `pre-start` call serves (its
+    /// [`ClaimInfo::devices`] are what `claim.devices` returns); `None` for
+    /// device-plugin calls and outside a prepare (`claim.current` is then
+    /// `none`, `claim.devices` empty).
     pub claim: Option<Arc<ClaimInfo>>,
 }
 

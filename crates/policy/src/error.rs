@@ -77,10 +77,11 @@ pub enum LoadError {
         /// wasmtime's explanation.
         detail: String,
     },
-    /// An export that is not one of the five hooks.
+    /// An export that is not one of the hooks.
     #[error(
         "guest {guest:?} exports `{export}`, which is not a hook of wasm-device-plugin:policy@0.1 \
-         (known hooks: discovery, health, preferred-allocation, allocate, pre-start)"
+         (known hooks: discovery, health, preferred-allocation, allocate, pre-start, dra-layout, \
+         dra-prepare, dra-unprepare, device-taints)"
     )]
     UnknownExport {
         /// Guest name.
@@ -108,7 +109,8 @@ pub enum LoadError {
     /// The guest exports no hook at all.
     #[error(
         "guest {guest:?} exports no hook (expected at least one of discovery, health, \
-         preferred-allocation, allocate, pre-start of wasm-device-plugin:policy@0.1)"
+         preferred-allocation, allocate, pre-start, dra-layout, dra-prepare, dra-unprepare, \
+         device-taints of wasm-device-plugin:policy@0.1)"
     )]
     NoHook {
         /// Guest name.

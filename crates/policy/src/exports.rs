@@ -1,4 +1,5 @@
 //! Which exports of a component are hooks: every export must be a hook
+//! (any of [`Hook::ALL`], the DRA hooks of 0.1.2 included, at any 0.1.x)
 //! (or the by-index companion of `preferred-allocation`) of
 //! `wasm-device-plugin:policy` at a version compatible with the one this
 //! host implements ([`WIT_VERSION`]); exports language toolchains add on
@@ -9,8 +10,9 @@ use crate::hook::Hook;
 use crate::indexed_export;
 
 /// The WIT package version this host implements (guests built against any
-/// `0.1.x` load).
-pub const WIT_VERSION: &str = "0.1.1";
+/// `0.1.x` load: 0.1.0 and 0.1.1 guests unchanged, later 0.1 patches by
+/// semver).
+pub const WIT_VERSION: &str = "0.1.2";
 
 /// The WIT package every hook belongs to.
 const PACKAGE: &str = "wasm-device-plugin:policy";
@@ -19,7 +21,7 @@ const HOST_RANGE: &str = "0.1.x";
 
 /// What an export of the package is.
 pub(crate) enum Exported {
-    /// One of the five hooks.
+    /// One of the hooks.
     Hook(Hook),
     /// `preferred-allocation-indexed`, the by-index companion of
     /// `preferred-allocation`.

@@ -17,7 +17,8 @@ use crate::observer::CallEvent;
 use crate::prepared::Prepared;
 use crate::shared::Shared;
 use crate::types::{
-    Candidate, ContainerResponse, Device, DeviceFacts, DeviceRef, PreferredRequest, Verdict,
+    Candidate, ClaimDevice, ContainerResponse, Device, DeviceFacts, DeviceRef, DeviceStatus,
+    Layout, PreferredRequest, Tainted, Verdict,
 };
 use crate::warm::{InstanceStats, WarmInstance, WarmPool};
 
@@ -155,9 +156,54 @@ impl Guest {
         self.call::<(&[DeviceRef],), ()>(ctx, Hook::PreStart, (devices,))
     }
 
+    /// `dra-layout.describe` (WIT 0.1.2): the DRA layout of `devices` (the
+    /// answer of `discovery`): counter sets, partitions and capacity
+    /// (unvalidated).
+    pub fn describe_layout(
+        &self,
+        ctx: &CallContext,
+        devices: &[Device],
+    ) -> Result<Layout, CallError> {
+        self.call::<(&[Device],), Layout>(ctx, Hook::DraLayout, (devices,))
+    }
+
+    /// `dra-prepare.prepare` (WIT 0.1.2): creates what a claim's devices
+    /// need and answers their status (unvalidated). Set the claim on the
+    /// context ([`CallContext::with_claim`]) so `claim.current` and
+    /// `claim.devices` describe it. The guest's refusal is a
+    /// [`CallError::GuestError`].
+    pub fn dra_prepare(
+        &self,
+        ctx: &CallContext,
+        devices: &[ClaimDevice],
+    ) -> Result<Vec<DeviceStatus>, CallError> {
+        self.call::<(&[ClaimDevice],), Vec<DeviceStatus>>(ctx, Hook::DraPrepare, (devices,))
+    }
+
+    /// `dra-unprepare.unprepare` (WIT 0.1.2): undoes `dra-prepare` for a
+    /// claim's devices; the guest's refusal is a [`CallError::GuestError`].
+    pub fn dra_unprepare(
+        &self,
+        ctx: &CallContext,
+        devices: &[ClaimDevice],
+    ) -> Result<(), CallError> {
+        self.call::<(&[ClaimDevice],), ()>(ctx, Hook::DraUnprepare, (devices,))
+    }
+
+    /// `device-taints.taints` (WIT 0.1.2): taints for (some of) the devices
+    /// beyond the health taint (unvalidated).
+    pub fn device_taints(
+        &self,
+        ctx: &CallContext,
+        devices: &[DeviceFacts],
+    ) -> Result<Vec<Tainted>, CallError> {
+        self.call::<(&[DeviceFacts],), Vec<Tainted>>(ctx, Hook::DeviceTaints, (devices,))
+    }
+
     /// Calls every exported hook once with empty input (`discover([])`,
     /// `check([])`, `choose` of nothing with size 0, `allocate([], default)`,
-    /// `pre-start([])`) under `ctx`'s limits: run it on a freshly loaded
+    /// `pre-start([])`, `describe([])`, `prepare([])`, `unprepare([])`,
+    /// `taints([])`) under `ctx`'s limits: run it on a freshly loaded
     /// guest before putting it in service. The first failure is returned.
     pub fn smoke_test(&self, ctx: &CallContext) -> Result<(), CallError> {
         for hook in self.hooks() {
@@ -171,6 +217,10 @@ impl Guest {
                     .allocate(ctx, &[], &ContainerResponse::default())
                     .map(drop)?,
                 Hook::PreStart => self.pre_start(ctx, &[])?,
+                Hook::DraLayout => self.describe_layout(ctx, &[]).map(drop)?,
+                Hook::DraPrepare => self.dra_prepare(ctx, &[]).map(drop)?,
+                Hook::DraUnprepare => self.dra_unprepare(ctx, &[])?,
+                Hook::DeviceTaints => self.device_taints(ctx, &[]).map(drop)?,
             }
         }
         Ok(())

@@ -1,4 +1,5 @@
-//! The five hooks of the WIT package.
+//! The nine hooks of the WIT package: the five every resource may use and,
+//! since WIT 0.1.2, the four of resources served through DRA.
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,17 +18,36 @@ pub enum Hook {
     Allocate,
     /// `pre-start.pre-start`: one container's devices in, ok or error out.
     PreStart,
+    /// `dra-layout.describe`: devices in, their DRA layout (counter sets,
+    /// partitions, capacity) out (WIT 0.1.2).
+    DraLayout,
+    /// `dra-prepare.prepare`: a claim's devices in, their status out
+    /// (WIT 0.1.2).
+    DraPrepare,
+    /// `dra-unprepare.unprepare`: a claim's devices in, ok or error out
+    /// (WIT 0.1.2).
+    DraUnprepare,
+    /// `device-taints.taints`: devices with facts in, taints out
+    /// (WIT 0.1.2).
+    DeviceTaints,
 }
 
 impl Hook {
     /// Every hook, in WIT order.
-    pub const ALL: [Hook; 5] = [
+    pub const ALL: [Hook; 9] = [
         Hook::Discovery,
         Hook::Health,
         Hook::PreferredAllocation,
         Hook::Allocate,
         Hook::PreStart,
+        Hook::DraLayout,
+        Hook::DraPrepare,
+        Hook::DraUnprepare,
+        Hook::DeviceTaints,
     ];
+
+    /// How many hooks there are.
+    pub(crate) const COUNT: usize = Hook::ALL.len();
 
     /// The WIT interface name, e.g. `preferred-allocation`.
     pub fn interface(self) -> &'static str {
@@ -37,6 +57,10 @@ impl Hook {
             Hook::PreferredAllocation => "preferred-allocation",
             Hook::Allocate => "allocate",
             Hook::PreStart => "pre-start",
+            Hook::DraLayout => "dra-layout",
+            Hook::DraPrepare => "dra-prepare",
+            Hook::DraUnprepare => "dra-unprepare",
+            Hook::DeviceTaints => "device-taints",
         }
     }
 
@@ -48,6 +72,10 @@ impl Hook {
             Hook::PreferredAllocation => "choose",
             Hook::Allocate => "allocate",
             Hook::PreStart => "pre-start",
+            Hook::DraLayout => "describe",
+            Hook::DraPrepare => "prepare",
+            Hook::DraUnprepare => "unprepare",
+            Hook::DeviceTaints => "taints",
         }
     }
 
@@ -65,7 +93,8 @@ impl fmt::Display for Hook {
 /// The error of parsing an unknown hook name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown hook {0:?} (expected one of discovery, health, preferred-allocation, allocate, pre-start)"
+    "unknown hook {0:?} (expected one of discovery, health, preferred-allocation, allocate, \
+     pre-start, dra-layout, dra-prepare, dra-unprepare, device-taints)"
 )]
 pub struct UnknownHook(pub String);
 
@@ -94,5 +123,12 @@ mod tests {
             "preferred-allocation"
         );
         assert!("preferred_allocation".parse::<Hook>().is_err());
+        assert_eq!("dra-layout".parse::<Hook>(), Ok(Hook::DraLayout));
+        assert_eq!(Hook::DeviceTaints.function(), "taints");
+        let unknown = "dra".parse::<Hook>().unwrap_err().to_string();
+        assert!(
+            unknown.ends_with("dra-unprepare, device-taints)"),
+            "{unknown}"
+        );
     }
 }

@@ -5,7 +5,7 @@
 use crate::bindings::wasm_device_plugin::policy::{claim as wit_claim, hardware, host};
 use crate::call_state::CallState;
 use crate::claim::ClaimInfo;
-use crate::types::Candidate;
+use crate::types::{Candidate, ClaimDevice};
 
 /// The longest log line a guest may write; longer ones are cut.
 const MAX_LOG_LINE: usize = 4096;
@@ -91,5 +91,11 @@ impl From<&ClaimInfo> for wit_claim::ClaimInfo {
 impl wit_claim::Host for CallState {
     fn current(&mut self) -> Option<wit_claim::ClaimInfo> {
         self.claim().map(wit_claim::ClaimInfo::from)
+    }
+
+    fn devices(&mut self) -> Vec<ClaimDevice> {
+        self.claim()
+            .map(|claim| claim.devices.clone())
+            .unwrap_or_default()
     }
 }

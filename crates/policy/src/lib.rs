@@ -2,31 +2,43 @@
 //!
 //! Per-device policy (which devices to advertise, whether they are healthy,
 //! which to hand out together, what a container receives, what to check
-//! before it starts) runs as WebAssembly components written against the
-//! WIT package `wasm-device-plugin:policy@0.1.1` (`wit/policy.wit`). This
-//! crate hosts them: one [`PolicyEngine`] (a wasmtime engine with the
+//! before it starts and, for resources served through DRA, how devices
+//! split into partitions, what preparing a claim creates and undoes, which
+//! taints a device carries) runs as WebAssembly components written against
+//! the WIT package `wasm-device-plugin:policy@0.1.2` (`wit/policy.wit`).
+//! This crate hosts them: one [`PolicyEngine`] (a wasmtime engine with the
 //! component model, epoch interruption and the pooling allocator, plus an
 //! epoch ticker thread) loads guests with [`PolicyEngine::load_file`] —
-//! compiled once per content hash, their exports checked against the five
-//! hooks of a compatible WIT version, their imports against what the host
-//! provides, pre-linked once — and every hook call on a [`Guest`] runs
-//! under a deadline and a memory cap ([`CallLimits`]), in a fresh store or,
-//! when the caller names the device-set generation
+//! compiled once per content hash, their exports checked against the nine
+//! hooks ([`Hook::ALL`]) of a compatible WIT version (any 0.1.x: guests
+//! built against 0.1.0 and 0.1.1 load unchanged), their imports against
+//! what the host provides, pre-linked once — and every hook call on a
+//! [`Guest`] runs under a deadline and a memory cap ([`CallLimits`]), in a
+//! fresh store or, when the caller names the device-set generation
 //! ([`CallContext::generation`]), in an instance kept warm from an earlier
 //! call of the same guest and generation. A trap, a timeout, an
 //! out-of-memory or a guest's `Err` fails that call only, as a
 //! [`CallError`] naming the guest and the hook; a trap, timeout or
 //! out-of-memory also throws the instance away.
 //!
+//! The hooks: [`Guest::discover`], [`Guest::check_health`],
+//! [`Guest::choose`] (and [`Guest::choose_by_index`]), [`Guest::allocate`],
+//! [`Guest::pre_start`], and, added in WIT 0.1.2 for DRA resources,
+//! [`Guest::describe_layout`] (counter sets, partitions, consumable
+//! capacity: [`Layout`]), [`Guest::dra_prepare`] and
+//! [`Guest::dra_unprepare`] (create and remove what a claim's
+//! [`ClaimDevice`]s need, answering their [`DeviceStatus`]) and
+//! [`Guest::device_taints`] ([`Tainted`]).
+//!
 //! Guests get the `host` and `hardware` imports (served by the caller's
 //! [`HostServices`]), the `claim` import (the DRA claim of a prepare call,
-//! [`CallContext::claim`], added in WIT 0.1.1) and the WASI p2 imports
-//! their toolchains add, served
-//! from an empty context: no files, no environment, no arguments, no
-//! network, clocks frozen at zero, stdin closed, stdout discarded, stderr
-//! kept (bounded) only to explain a trap. Blocking WASI calls (sleeping,
-//! waiting on a pollable) trap, since an epoch deadline cannot interrupt a
-//! blocked host thread.
+//! [`CallContext::claim`], added in WIT 0.1.1; `claim.devices`, the
+//! claim's devices ([`ClaimInfo::devices`]), added in 0.1.2) and the WASI
+//! p2 imports their toolchains add, served from an empty context: no
+//! files, no environment, no arguments, no network, clocks frozen at zero,
+//! stdin closed, stdout discarded, stderr kept (bounded) only to explain a
+//! trap. Blocking WASI calls (sleeping, waiting on a pollable) trap, since
+//! an epoch deadline cannot interrupt a blocked host thread.
 //!
 //! The data types in [`types`] mirror the WIT records one to one; the host
 //! never handles generated binding types.
@@ -82,7 +94,9 @@ pub use regular_file::{RegularFileError, read_regular_file};
 pub use services::{HostServices, NoHardware};
 pub use trim::{release_free_memory, release_unused_code_pages};
 pub use types::{
-    Candidate, CandidateKind, ContainerResponse, Device, DeviceFacts, DeviceNode, DeviceRef,
-    DeviceSpec, Mount, NodeType, PreferredRequest, Verdict,
+    Candidate, CandidateKind, Capacity, CapacityRange, ClaimDevice, ContainerResponse, Counter,
+    CounterConsumption, CounterSet, Device, DeviceCondition, DeviceFacts, DeviceLayout, DeviceNode,
+    DeviceRef, DeviceSpec, DeviceStatus, DeviceTaint, Layout, Mount, NetworkData, NodeType,
+    Partition, PreferredRequest, Quantity, RequestPolicy, TaintEffect, Tainted, Verdict,
 };
 pub use warm::InstanceStats;

@@ -19,7 +19,8 @@ use crate::indexed_export::IndexedExport;
 use crate::services::NoHardware;
 use crate::shared::Shared;
 use crate::types::{
-    Candidate, ContainerResponse, Device, DeviceFacts, DeviceRef, PreferredRequest, Verdict,
+    Candidate, ClaimDevice, ContainerResponse, Device, DeviceFacts, DeviceRef, DeviceStatus,
+    Layout, PreferredRequest, Tainted, Verdict,
 };
 
 /// One exported hook: where its function is and under which export name.
@@ -36,7 +37,7 @@ pub(crate) struct Prepared {
     compiled_bytes: u64,
     pub(crate) pre: InstancePre<CallState>,
     hooks: Vec<Hook>,
-    exports: [Option<HookExport>; 5],
+    exports: [Option<HookExport>; Hook::COUNT],
     /// `preferred-allocation-indexed`, when exported.
     pub(crate) indexed: Option<IndexedExport>,
     /// Whether it imports the `hardware` interface (see
@@ -60,7 +61,7 @@ impl Prepared {
         );
 
         // Exports: only hooks of a compatible version, each once, at least one.
-        let mut names: [Option<String>; 5] = Default::default();
+        let mut names: [Option<String>; Hook::COUNT] = Default::default();
         let mut indexed_name = None;
         for (export, _) in component.component_type().exports(&shared.engine) {
             if TOOLCHAIN_EXPORTS.contains(&export) {
@@ -96,7 +97,7 @@ impl Prepared {
             .instantiate_pre(&component)
             .map_err(|e| import_error(name, &e))?;
 
-        let mut exports: [Option<HookExport>; 5] = Default::default();
+        let mut exports: [Option<HookExport>; Hook::COUNT] = Default::default();
         let mut hooks = Vec::new();
         for hook in Hook::ALL {
             let Some(export) = names[hook.index()].take() else {
@@ -272,6 +273,18 @@ fn typecheck(
             .map(drop),
         Hook::PreStart => instance
             .get_typed_func::<(&[DeviceRef],), (Result<(), String>,)>(store, func)
+            .map(drop),
+        Hook::DraLayout => instance
+            .get_typed_func::<(&[Device],), (Result<Layout, String>,)>(store, func)
+            .map(drop),
+        Hook::DraPrepare => instance
+            .get_typed_func::<(&[ClaimDevice],), (Result<Vec<DeviceStatus>, String>,)>(store, func)
+            .map(drop),
+        Hook::DraUnprepare => instance
+            .get_typed_func::<(&[ClaimDevice],), (Result<(), String>,)>(store, func)
+            .map(drop),
+        Hook::DeviceTaints => instance
+            .get_typed_func::<(&[DeviceFacts],), (Result<Vec<Tainted>, String>,)>(store, func)
             .map(drop),
     }
 }

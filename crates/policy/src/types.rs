@@ -194,3 +194,243 @@ pub struct ContainerResponse {
     #[component(name = "cdi-devices")]
     pub cdi_devices: Vec<String>,
 }
+
+/// `types.quantity`: a Kubernetes quantity as text, e.g. `80Gi`, `7` or
+/// `500m` (WIT 0.1.2).
+pub type Quantity = String;
+
+/// `types.taint-effect`: what a DRA device taint does to claims that do
+/// not tolerate it (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[component(enum)]
+#[repr(u8)]
+pub enum TaintEffect {
+    /// No new allocation of the device.
+    #[default]
+    #[component(name = "no-schedule")]
+    NoSchedule,
+    /// No new allocation, and pods using the device are evicted.
+    #[component(name = "no-execute")]
+    NoExecute,
+}
+
+/// `types.device-taint`: a DRA device taint (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct DeviceTaint {
+    /// A label key, `[prefix/]name`; an unqualified name is qualified with
+    /// the driver's name.
+    pub key: String,
+    /// A label value, possibly empty.
+    pub value: String,
+    /// What the taint does.
+    pub effect: TaintEffect,
+}
+
+/// `types.claim-device`: one device of the claim being prepared, as the
+/// driver's allocation result names it (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct ClaimDevice {
+    /// The device's ID: an advertised device's, or a partition's.
+    pub id: String,
+    /// The advertised device it is (equal to `id`) or is part of (a
+    /// partition's parent).
+    #[component(name = "device-id")]
+    pub device_id: String,
+    /// Whether `id` is a partition rather than a whole device.
+    pub partition: bool,
+    /// The claim's request the device serves, e.g. `gpu` or `gpus/large`.
+    pub request: String,
+    /// Admin access: the device is not taken away from other claims.
+    #[component(name = "admin-access")]
+    pub admin_access: bool,
+    /// Capacity this allocation consumes of a shared device, e.g.
+    /// `("memory", "10Gi")`; empty otherwise.
+    #[component(name = "consumed-capacity")]
+    pub consumed_capacity: Vec<(String, Quantity)>,
+    /// The share's ID when the device is allocated to several claims.
+    #[component(name = "share-id")]
+    pub share_id: Option<String>,
+}
+
+/// `types.device-condition`: a condition of a prepared device, as
+/// Kubernetes writes conditions (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct DeviceCondition {
+    /// The condition's type (WIT `%type`), e.g. `Ready`.
+    #[component(name = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// One CamelCase word, e.g. `PartitionCreated`.
+    pub reason: String,
+    /// A human-readable message.
+    pub message: String,
+}
+
+/// `types.network-data`: network facts of a prepared device (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct NetworkData {
+    /// The interface's name.
+    #[component(name = "interface-name")]
+    pub interface_name: String,
+    /// Addresses in CIDR notation, e.g. `192.0.2.5/24`.
+    pub ips: Vec<String>,
+    /// E.g. a MAC address.
+    #[component(name = "hardware-address")]
+    pub hardware_address: String,
+}
+
+/// `types.device-status`: what a prepared device reports into the claim's
+/// `status.devices` (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct DeviceStatus {
+    /// A [`ClaimDevice::id`] of the call.
+    pub id: String,
+    /// At most 8.
+    pub conditions: Vec<DeviceCondition>,
+    /// Driver-specific JSON, at most 10 KiB.
+    pub data: Option<String>,
+    /// Network facts, for a NIC or one of its VFs.
+    pub network: Option<NetworkData>,
+}
+
+/// `dra-layout.counter`: a named amount (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct Counter {
+    /// A DNS label, e.g. `memory`.
+    pub name: String,
+    /// The amount.
+    pub value: Quantity,
+}
+
+/// `dra-layout.counter-set`: counters that partitions draw on, e.g.
+/// `gpu-0` with `memory = 80Gi` and `slices = 7` (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct CounterSet {
+    /// A DNS label.
+    pub name: String,
+    /// What the set holds.
+    pub counters: Vec<Counter>,
+}
+
+/// `dra-layout.counter-consumption`: what a device takes from one counter
+/// set while it is allocated (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct CounterConsumption {
+    /// The [`CounterSet::name`] it draws on.
+    #[component(name = "counter-set")]
+    pub counter_set: String,
+    /// The amounts taken.
+    pub counters: Vec<Counter>,
+}
+
+/// `dra-layout.capacity-range`: amounts a claim may ask of a capacity
+/// (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct CapacityRange {
+    /// The smallest amount.
+    pub min: Quantity,
+    /// The largest amount, if bounded.
+    pub max: Option<Quantity>,
+    /// The step between amounts, if any.
+    pub step: Option<Quantity>,
+}
+
+/// `dra-layout.request-policy`: how claims consume a capacity of a device
+/// that allows multiple allocations (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct RequestPolicy {
+    /// What a request that names no amount consumes.
+    pub default: Option<Quantity>,
+    /// The amounts a request may take (ascending, at most 10), or empty.
+    #[component(name = "valid-values")]
+    pub valid_values: Vec<Quantity>,
+    /// The range a request may take.
+    #[component(name = "valid-range")]
+    pub valid_range: Option<CapacityRange>,
+}
+
+/// `dra-layout.capacity`: a capacity of a device, e.g. `("memory", "80Gi")`
+/// (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct Capacity {
+    /// The capacity's name.
+    pub name: String,
+    /// How much there is.
+    pub value: Quantity,
+    /// How claims consume it, when the device allows multiple allocations.
+    #[component(name = "request-policy")]
+    pub request_policy: Option<RequestPolicy>,
+}
+
+/// `dra-layout.device-layout`: DRA facts of one advertised device
+/// (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct DeviceLayout {
+    /// The advertised device's ID.
+    pub id: String,
+    /// What the whole device takes from counter sets while allocated.
+    #[component(name = "consumes-counters")]
+    pub consumes_counters: Vec<CounterConsumption>,
+    /// Its capacities.
+    pub capacity: Vec<Capacity>,
+    /// Several claims may be allocated the device at once, each consuming
+    /// part of its capacity.
+    #[component(name = "allow-multiple-allocations")]
+    pub allow_multiple_allocations: bool,
+}
+
+/// `dra-layout.partition`: a device of its own in the ResourceSlice, made
+/// of part of an advertised device (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct Partition {
+    /// Unique among the resource's devices and partitions; at most 63
+    /// characters.
+    pub id: String,
+    /// The advertised device it is part of.
+    pub parent: String,
+    /// Facts about the partition.
+    pub attributes: Attributes,
+    /// What it takes from counter sets while allocated.
+    #[component(name = "consumes-counters")]
+    pub consumes_counters: Vec<CounterConsumption>,
+    /// Its capacities.
+    pub capacity: Vec<Capacity>,
+}
+
+/// `dra-layout.layout`: the DRA layout of a resource's devices (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct Layout {
+    /// Counter sets partitions draw on.
+    #[component(name = "counter-sets")]
+    pub counter_sets: Vec<CounterSet>,
+    /// Facts of advertised devices; those not named are published with no
+    /// counters or capacity.
+    pub devices: Vec<DeviceLayout>,
+    /// Partitions of advertised devices.
+    pub partitions: Vec<Partition>,
+}
+
+/// `device-taints.tainted`: the taints of one device (WIT 0.1.2).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct Tainted {
+    /// A device ID from the input.
+    pub id: String,
+    /// At most 4 taints per device, the health taint included.
+    pub taints: Vec<DeviceTaint>,
+}
