@@ -3,13 +3,16 @@
 //! [`FakeApiServer`] listens on plain HTTP on `127.0.0.1` and serves what a DRA driver built on
 //! kube-rs uses: `resource.k8s.io/v1` ResourceSlices (get, list, watch, create, replace, merge
 //! and JSON patch, delete, delete-collection with field and label selectors), ResourceClaims (get, list,
-//! watch) and core/v1 Nodes (get, list, watch), plus `/version`. It keeps the API server's rules
-//! that a client can trip over: one global resourceVersion, 409 on stale versions and existing
-//! names, 404/410 `Status` answers, server-owned metadata, and the 1.34+ ResourceSlice validation
-//! with field paths in 422 `Invalid` answers. Tests drive the other side: they read the slices,
-//! wait for them to reach a state, put claims and nodes, wipe a node's slices as the kubelet
-//! does, and simulate outages (refusing, restart), an overloaded server (writes throttled with 429
-//! or 5xx and `Retry-After`) and an older server that drops device taints.
+//! watch, and the `status` subresource: get, replace, patch) and core/v1 Nodes (get, list, watch),
+//! plus `/version`. It keeps the API server's rules that a client can trip over: one global
+//! resourceVersion, 409 on stale versions and existing names, 404/410 `Status` answers,
+//! server-owned metadata, and the ResourceSlice and ResourceClaim status validation of the served
+//! version (1.34 by default, [`FakeApiServer::set_served_minor`]) with field paths in 422
+//! `Invalid` answers. Tests drive the other side: they read the slices and claims, wait for the
+//! slices to reach a state, put claims and nodes, wipe a node's slices as the kubelet does, and
+//! simulate outages (refusing, restart), an overloaded server (writes throttled with 429 or 5xx
+//! and `Retry-After`) and servers with DRA feature gates off (device taints, partitionable
+//! devices, consumable capacity).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -22,14 +25,17 @@
 
 mod admission;
 mod app_state;
+mod claim_status;
 mod collection;
 mod faults;
 mod identity;
 mod kinds;
 mod listener;
 mod patch;
+mod patch_request;
 mod query;
 mod reads;
+mod request;
 mod responses;
 mod routes;
 mod selectors;
@@ -202,6 +208,16 @@ impl FakeApiServer {
         self.store.put(claim)
     }
 
+    /// The ResourceClaim `namespace/name` as stored, if it exists.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<ResourceClaim> {
+        self.store.get(namespace, name).ok()
+    }
+
+    /// Every ResourceClaim, ordered by namespace and name.
+    pub fn claims(&self) -> Vec<ResourceClaim> {
+        self.store.list::<ResourceClaim>(&Filter::default()).0
+    }
+
     /// Deletes a ResourceClaim; whether it existed.
     pub fn delete_claim(&self, namespace: &str, name: &str) -> bool {
         self.store.remove::<ResourceClaim>(namespace, name)
@@ -232,10 +248,55 @@ impl FakeApiServer {
         self.throttling.attempts()
     }
 
-    /// Simulates a 1.34–1.36 API server with DRADeviceTaints off: `spec.devices[].taints` are
-    /// silently dropped from created and updated slices.
+    /// Serves Kubernetes `1.<minor>` from now on: `/version` reports it and ResourceSlice
+    /// validation follows its rules (34 until changed). 1.34 keeps counter sets in the slice of
+    /// the devices consuming them and allows 128 devices and 4 taints per device; 1.35 and later
+    /// put counter sets in slices of their own (at most 8 per slice, 32 counters each), allow 2
+    /// counter consumptions per device, 16 taints, and 64 devices when any device has taints or
+    /// consumes counters. References between slices of a pool are not checked, as the real
+    /// server does not check them.
+    ///
+    /// # Panics
+    ///
+    /// When `minor` is below 34: `resource.k8s.io/v1` is served from 1.34 on.
+    pub fn set_served_minor(&self, minor: u32) {
+        assert!(
+            minor >= admission::OLDEST_MINOR,
+            "resource.k8s.io/v1 is served from 1.{} on, not by 1.{minor}",
+            admission::OLDEST_MINOR
+        );
+        self.store.configure(|config| config.minor = minor);
+    }
+
+    /// The Kubernetes minor version served (34 unless [`FakeApiServer::set_served_minor`]
+    /// changed it).
+    pub fn served_minor(&self) -> u32 {
+        self.store.config().minor
+    }
+
+    /// Simulates an API server with DRADeviceTaints off: `spec.devices[].taints` are silently
+    /// dropped from created slices and from updates of slices that have no taints yet.
     pub fn set_taints_dropped(&self, dropped: bool) {
-        self.store.set_taints_dropped(dropped);
+        self.store
+            .configure(|config| config.disabled.device_taints = dropped);
+    }
+
+    /// Simulates an API server with DRAPartitionableDevices off: `spec.sharedCounters`,
+    /// `spec.perDeviceNodeSelection` and the devices' `consumesCounters`, `nodeName`,
+    /// `nodeSelector` and `allNodes` are silently dropped from created slices and from updates
+    /// of slices that use none of them yet (a stored slice using them keeps them, as on the real
+    /// server).
+    pub fn set_partitions_dropped(&self, dropped: bool) {
+        self.store
+            .configure(|config| config.disabled.partitionable_devices = dropped);
+    }
+
+    /// Simulates an API server with DRAConsumableCapacity off: the devices'
+    /// `allowMultipleAllocations` and `capacity[*].requestPolicy` are silently dropped from
+    /// created slices and from updates of slices that use neither yet.
+    pub fn set_consumable_capacity_dropped(&self, dropped: bool) {
+        self.store
+            .configure(|config| config.disabled.consumable_capacity = dropped);
     }
 
     /// Forgets the change history, so that watches resuming from an earlier resourceVersion get
@@ -262,7 +323,8 @@ impl FakeApiServer {
         Ok(())
     }
 
-    /// Counts of requests and of accepted and rejected ResourceSlice writes so far.
+    /// Counts of requests and of accepted and rejected ResourceSlice and ResourceClaim status
+    /// writes so far.
     pub fn stats(&self) -> Stats {
         self.store
             .stats

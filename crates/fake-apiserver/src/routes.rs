@@ -1,5 +1,6 @@
 //! The HTTP surface: which paths and verbs are served by which handler (the reads in
-//! [`reads`](crate::reads), the ResourceSlice writes in [`writes`](crate::writes)), the gate every
+//! [`reads`](crate::reads), the ResourceSlice writes in [`writes`](crate::writes), the
+//! ResourceClaim status writes in [`claim_status`](crate::claim_status)), the gate every
 //! request passes (counting, refusing with 503, throttling writes), `/version`, and the answers to unknown paths and
 //! verbs.
 
@@ -14,6 +15,7 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use serde_json::json;
 
 use crate::app_state::AppState;
+use crate::claim_status;
 use crate::reads::{get_cluster, get_namespaced, list_cluster, list_namespaced};
 use crate::responses::json_response;
 use crate::status::ApiError;
@@ -49,6 +51,12 @@ pub(crate) fn router(state: AppState) -> Router {
             "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}",
             get(get_namespaced::<ResourceClaim>),
         )
+        .route(
+            "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status",
+            get(get_namespaced::<ResourceClaim>)
+                .put(claim_status::replace_status)
+                .patch(claim_status::patch_status),
+        )
         .route("/api/v1/nodes", get(list_cluster::<Node>))
         .route("/api/v1/nodes/{name}", get(get_cluster::<Node>))
         .fallback(|uri: Uri| async move { ApiError::no_route(uri.path()) })
@@ -77,14 +85,15 @@ async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Re
     state.throttling.gate(request, next).await
 }
 
-/// `GET /version`: a 1.34 server.
-async fn version() -> Response {
+/// `GET /version`: the served minor version (1.34 unless a test chose another).
+async fn version(State(state): State<AppState>) -> Response {
+    let minor = state.store.config().minor;
     json_response(
         StatusCode::OK,
         &json!({
             "major": "1",
-            "minor": "34",
-            "gitVersion": "v1.34.0-wdp-fake",
+            "minor": minor.to_string(),
+            "gitVersion": format!("v1.{minor}.0-wdp-fake"),
             "gitCommit": "0000000000000000000000000000000000000000",
             "gitTreeState": "clean",
             "buildDate": "2026-01-01T00:00:00Z",

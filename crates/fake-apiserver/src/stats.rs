@@ -1,7 +1,7 @@
 //! Counters of what clients did over HTTP, for tests that check a client's behaviour
 //! (how many writes a publisher made, which were rejected and why).
 
-/// Requests seen and ResourceSlice writes accepted or rejected over HTTP (test-side calls such
+/// Requests seen, and ResourceSlice and ResourceClaim status writes accepted or rejected over HTTP (test-side calls such
 /// as [`crate::FakeApiServer::wipe_node_slices`] are not counted).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -17,9 +17,15 @@ pub struct Stats {
     pub slice_collection_deletes: u64,
     /// ResourceSlice writes answered with an error, in order.
     pub rejected: Vec<RejectedWrite>,
+    /// Accepted ResourceClaim status writes (PUT and PATCH of `.../status`), no-op writes
+    /// included.
+    pub claim_status_writes: u64,
+    /// ResourceClaim status writes answered with an error, in order (`name` is
+    /// `namespace/name`).
+    pub claim_status_rejected: Vec<RejectedWrite>,
 }
 
-/// A ResourceSlice write the server refused.
+/// A write the server refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedWrite {
     /// `create`, `update`, `patch`, `delete` or `deletecollection`.

@@ -20,6 +20,9 @@ pub(crate) struct FieldError {
 pub(crate) enum FieldErrorKind {
     /// `Invalid value: "<value>": <detail>`.
     Invalid { value: String, detail: String },
+    /// `Invalid value: <value>: <detail>`, the value printed as is (numbers, device IDs), as Go
+    /// prints values that are not strings.
+    InvalidUnquoted { value: String, detail: String },
     /// `Required value` (with an optional detail).
     Required { detail: String },
     /// `Duplicate value: "<value>"`.
@@ -49,7 +52,9 @@ impl FieldError {
     /// The `FieldValue…` cause type the real server reports.
     fn cause_reason(&self) -> &'static str {
         match self.kind {
-            FieldErrorKind::Invalid { .. } => "FieldValueInvalid",
+            FieldErrorKind::Invalid { .. } | FieldErrorKind::InvalidUnquoted { .. } => {
+                "FieldValueInvalid"
+            }
             FieldErrorKind::Required { .. } => "FieldValueRequired",
             FieldErrorKind::Duplicate { .. } => "FieldValueDuplicate",
             FieldErrorKind::TooMany { .. } => "FieldValueTooMany",
@@ -64,6 +69,9 @@ impl FieldError {
         match &self.kind {
             FieldErrorKind::Invalid { value, detail } => {
                 format!("Invalid value: {value:?}: {detail}")
+            }
+            FieldErrorKind::InvalidUnquoted { value, detail } => {
+                format!("Invalid value: {value}: {detail}")
             }
             FieldErrorKind::Required { detail } if detail.is_empty() => "Required value".into(),
             FieldErrorKind::Required { detail } => format!("Required value: {detail}"),

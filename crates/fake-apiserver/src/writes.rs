@@ -3,24 +3,24 @@
 //!
 //! PATCH accepts `application/merge-patch+json` (RFC 7386) and `application/json-patch+json`
 //! (RFC 6902); strategic merge patch and server-side apply answer 415 Unsupported Media Type.
+//! A body with a malformed quantity cannot be decoded and gets 400, as from the real server.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::Value;
 
 use crate::app_state::AppState;
-use crate::patch::{json_patch, merge_patch};
+use crate::patch_request::patch_object;
 use crate::query::{filter_from, query_map};
+use crate::request::{decode, is_dry_run};
 use crate::responses::{json_response, list_body};
 use crate::stats::RejectedWrite;
 use crate::status::ApiError;
 use crate::store::Preconditions;
-
-/// How often a merge patch is retried when another write lands between its read and its write.
-const PATCH_ATTEMPTS: usize = 5;
+use crate::validation;
 
 /// The verbs counted in [`Stats`](crate::stats::Stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,22 +78,14 @@ fn finish(
     }
 }
 
-/// The body as a JSON object of type `T`; YAML or protobuf bodies get 415.
-fn decode<T: serde::de::DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, ApiError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    if !content_type.starts_with("application/json") {
-        return Err(ApiError::unsupported_media_type(content_type));
+/// The slice, or 400 when one of its quantities does not parse.
+fn decodable(slice: ResourceSlice) -> Result<ResourceSlice, ApiError> {
+    match validation::slice_body_problem(&slice) {
+        Some(problem) => Err(ApiError::bad_request(format!(
+            "ResourceSlice in version \"v1\" cannot be handled as a ResourceSlice: {problem}"
+        ))),
+        None => Ok(slice),
     }
-    serde_json::from_slice(body).map_err(|error| {
-        ApiError::bad_request(format!("the request body is not a valid object: {error}"))
-    })
-}
-
-fn is_dry_run(query: Option<&str>) -> bool {
-    query_map(query).get("dryRun").is_some_and(|v| v == "All")
 }
 
 fn to_value(slice: &ResourceSlice) -> Result<Value, ApiError> {
@@ -110,6 +102,7 @@ pub(crate) async fn create_slice(
 ) -> Response {
     let mut name = String::new();
     let outcome = decode::<ResourceSlice>(&headers, &body).and_then(|slice| {
+        let slice = decodable(slice)?;
         name = slice
             .metadata
             .name
@@ -133,6 +126,7 @@ pub(crate) async fn replace_slice(
     body: Bytes,
 ) -> Response {
     let outcome = decode::<ResourceSlice>(&headers, &body).and_then(|slice| {
+        let slice = decodable(slice)?;
         let replaced = state
             .store
             .replace("", &name, slice, is_dry_run(query.as_deref()))?;
@@ -160,47 +154,17 @@ fn patch(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(StatusCode, Value), ApiError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let is_merge = content_type.starts_with("application/merge-patch+json");
-    if !is_merge && !content_type.starts_with("application/json-patch+json") {
-        return Err(ApiError::unsupported_media_type(content_type));
-    }
-    let patch: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
-    // A patch that names the resourceVersion is checked against it instead of being retried.
-    let pins_version = if is_merge {
-        patch.pointer("/metadata/resourceVersion").is_some()
-    } else {
-        patch.to_string().contains("/metadata/resourceVersion")
-    };
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let current = state.store.get::<ResourceSlice>("", name)?;
-        let mut merged = to_value(&current)?;
-        if is_merge {
-            merge_patch(&mut merged, &patch);
-        } else {
-            json_patch(&mut merged, &patch).map_err(|why| {
-                ApiError::unprocessable(format!("the JSON patch could not be applied: {why}"))
-            })?;
-        }
-        let patched: ResourceSlice = serde_json::from_value(merged).map_err(|e| {
-            ApiError::bad_request(format!(
-                "the patched object is not a valid ResourceSlice: {e}"
-            ))
-        })?;
-        match state.store.replace("", name, patched, is_dry_run(query)) {
-            Ok(written) => return Ok((StatusCode::OK, to_value(&written)?)),
-            // Someone wrote in between: patch the newer object, as the real server does.
-            Err(error)
-                if error.reason == "Conflict" && !pins_version && attempt < PATCH_ATTEMPTS => {}
-            Err(error) => return Err(error),
-        }
-    }
+    let written = patch_object::<ResourceSlice>(
+        headers,
+        body,
+        || state.store.get("", name),
+        |patched| {
+            state
+                .store
+                .replace("", name, decodable(patched)?, is_dry_run(query))
+        },
+    )?;
+    Ok((StatusCode::OK, to_value(&written)?))
 }
 
 /// `DELETE /resourceslices/{name}` with optional `DeleteOptions` preconditions.

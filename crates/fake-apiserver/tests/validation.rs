@@ -1,5 +1,6 @@
-//! The 1.34+ ResourceSlice validation as a client meets it: each rule answers 422 `Invalid`
-//! with the offending field named in the message and in `details.causes`.
+//! The ResourceSlice validation as a client meets it: each rule answers 422 `Invalid` with the
+//! offending field named in the message and in `details.causes`, on 1.34 and 1.35 servers for
+//! the rules both share, and on the version a rule belongs to for the others.
 
 mod common;
 
@@ -34,9 +35,11 @@ fn devices(n: usize) -> Vec<k8s_openapi::api::resource::v1::Device> {
 }
 
 type Mutation = fn(&mut ResourceSlice);
-
 /// (what is wrong, how to break a valid slice, the field path named, a word of the message).
-const CASES: &[(&str, Mutation, &str, &str)] = &[
+type Case = (&'static str, Mutation, &'static str, &'static str);
+
+/// Rules of every served version.
+const CASES: &[Case] = &[
     (
         "driver not a DNS subdomain",
         |s| s.spec.driver = "Gpu_Driver".into(),
@@ -115,40 +118,6 @@ const CASES: &[(&str, Mutation, &str, &str)] = &[
         "Too many: 129: must have at most 128",
     ),
     (
-        "65 devices with a taint",
-        |s| {
-            let mut many = devices(65);
-            many[3].taints = Some(vec![taint("example.com/t", "v", "NoSchedule")]);
-            s.spec.devices = Some(many);
-        },
-        "spec.devices",
-        "at most 64",
-    ),
-    (
-        "65 devices consuming counters",
-        |s| {
-            let mut many = devices(65);
-            many[0].consumes_counters = Some(vec![DeviceCounterConsumption {
-                counter_set: "set".into(),
-                counters: BTreeMap::new(),
-            }]);
-            s.spec.devices = Some(many);
-        },
-        "spec.devices",
-        "at most 64",
-    ),
-    (
-        "devices and shared counters together",
-        |s| {
-            s.spec.shared_counters = Some(vec![CounterSet {
-                name: "set".into(),
-                counters: BTreeMap::new(),
-            }])
-        },
-        "spec.sharedCounters",
-        "only one of",
-    ),
-    (
         "device name not a DNS label",
         |s| {
             s.spec.devices = Some(vec![
@@ -181,8 +150,8 @@ const CASES: &[(&str, Mutation, &str, &str)] = &[
                 .collect();
             s.spec.devices.as_mut().unwrap()[0].attributes = Some(attributes);
         },
-        "spec.devices[0].attributes",
-        "Too many: 33",
+        "spec.devices[0]",
+        "Invalid value: 33: the total number of attributes and capacities must not exceed 32",
     ),
     (
         "attribute key not a C identifier",
@@ -246,17 +215,6 @@ const CASES: &[(&str, Mutation, &str, &str)] = &[
         "semver",
     ),
     (
-        "17 taints",
-        |s| {
-            let taints = (0..17)
-                .map(|i| taint(&format!("example.com/t{i}"), "v", "NoSchedule"))
-                .collect();
-            s.spec.devices.as_mut().unwrap()[0].taints = Some(taints);
-        },
-        "spec.devices[0].taints",
-        "Too many: 17",
-    ),
-    (
         "taint key not a qualified name",
         |s| {
             s.spec.devices.as_mut().unwrap()[0].taints =
@@ -291,6 +249,81 @@ const CASES: &[(&str, Mutation, &str, &str)] = &[
     ),
 ];
 
+/// Rules only a 1.34 server has.
+const ONLY_1_34: &[Case] = &[
+    (
+        "5 taints",
+        |s| {
+            let taints = (0..5)
+                .map(|i| taint(&format!("example.com/t{i}"), "v", "NoSchedule"))
+                .collect();
+            s.spec.devices.as_mut().unwrap()[0].taints = Some(taints);
+        },
+        "spec.devices[0].taints",
+        "Too many: 5: must have at most 4 items",
+    ),
+    (
+        "17 taints (1.34: at most 4)",
+        |s| {
+            let taints = (0..17)
+                .map(|i| taint(&format!("example.com/t{i}"), "v", "NoSchedule"))
+                .collect();
+            s.spec.devices.as_mut().unwrap()[0].taints = Some(taints);
+        },
+        "spec.devices[0].taints",
+        "Too many: 17: must have at most 4 items",
+    ),
+];
+
+/// Rules a 1.35 and later server has.
+const FROM_1_35: &[Case] = &[
+    (
+        "65 devices with a taint",
+        |s| {
+            let mut many = devices(65);
+            many[3].taints = Some(vec![taint("example.com/t", "v", "NoSchedule")]);
+            s.spec.devices = Some(many);
+        },
+        "spec.devices",
+        "at most 64",
+    ),
+    (
+        "65 devices consuming counters",
+        |s| {
+            let mut many = devices(65);
+            many[0].consumes_counters = Some(vec![DeviceCounterConsumption {
+                counter_set: "set".into(),
+                counters: BTreeMap::new(),
+            }]);
+            s.spec.devices = Some(many);
+        },
+        "spec.devices",
+        "at most 64",
+    ),
+    (
+        "devices and shared counters together",
+        |s| {
+            s.spec.shared_counters = Some(vec![CounterSet {
+                name: "set".into(),
+                counters: BTreeMap::new(),
+            }])
+        },
+        "spec",
+        "only one of `sharedCounters` or `devices` is allowed",
+    ),
+    (
+        "17 taints",
+        |s| {
+            let taints = (0..17)
+                .map(|i| taint(&format!("example.com/t{i}"), "v", "NoSchedule"))
+                .collect();
+            s.spec.devices.as_mut().unwrap()[0].taints = Some(taints);
+        },
+        "spec.devices[0].taints",
+        "Too many: 17: must have at most 16 items",
+    ),
+];
+
 fn insert_attribute(s: &mut ResourceSlice, key: &str, value: DeviceAttribute) {
     s.spec.devices.as_mut().unwrap()[0]
         .attributes
@@ -298,11 +331,12 @@ fn insert_attribute(s: &mut ResourceSlice, key: &str, value: DeviceAttribute) {
         .insert(key.into(), value);
 }
 
-#[tokio::test]
-async fn every_rule_rejects_with_its_field_named() {
+/// Creates a broken slice per case on a server serving `1.<minor>` and checks the answer.
+async fn check_rejections(minor: u32, cases: &[Case]) {
     let h = start().await;
+    h.server.set_served_minor(minor);
     let api: Api<ResourceSlice> = Api::all(h.client.clone());
-    for (i, (what, mutate, path, words)) in CASES.iter().enumerate() {
+    for (i, (what, mutate, path, words)) in cases.iter().enumerate() {
         let mut broken = slice(
             &format!("case-{i}"),
             "node-1",
@@ -314,27 +348,67 @@ async fn every_rule_rejects_with_its_field_named() {
         assert_eq!(
             (status.code, status.reason.as_str()),
             (422, "Invalid"),
-            "{what}: {}",
+            "1.{minor} {what}: {}",
             status.message
         );
         assert!(
             status.message.contains(*path),
-            "{what}: {path} not named in {:?}",
+            "1.{minor} {what}: {path} not named in {:?}",
             status.message
         );
         assert!(
             status.message.contains(words),
-            "{what}: {words:?} not in {:?}",
+            "1.{minor} {what}: {words:?} not in {:?}",
             status.message
         );
         let causes = status.details.expect("details").causes;
         assert!(
             causes.iter().any(|c| c.field.starts_with(path)),
-            "{what}: no cause for {path}: {causes:?}"
+            "1.{minor} {what}: no cause for {path}: {causes:?}"
         );
     }
     assert!(h.server.slices().is_empty(), "nothing invalid was stored");
-    assert_eq!(h.server.stats().rejected.len(), CASES.len());
+    assert_eq!(h.server.stats().rejected.len(), cases.len());
+}
+
+#[tokio::test]
+async fn every_rule_rejects_with_its_field_named() {
+    for minor in [34, 35, 36, 37] {
+        check_rejections(minor, CASES).await;
+    }
+    check_rejections(34, ONLY_1_34).await;
+    for minor in [35, 36, 37] {
+        check_rejections(minor, FROM_1_35).await;
+    }
+}
+
+/// What 1.35 refuses and 1.34 accepts: many devices with taints or counters, and devices next
+/// to counter sets.
+#[tokio::test]
+async fn a_1_34_server_accepts_what_only_later_versions_refuse() {
+    let h = start().await;
+    assert_eq!(h.server.served_minor(), 34, "1.34 is the default");
+    let api: Api<ResourceSlice> = Api::all(h.client.clone());
+    let mut tainted = slice("tainted", "node-1", "gpu.example.com", &[]);
+    tainted.spec.devices = Some(devices(128));
+    tainted.spec.devices.as_mut().unwrap()[7].taints = Some(
+        (0..4)
+            .map(|i| taint(&format!("example.com/t{i}"), "", "NoExecute"))
+            .collect(),
+    );
+    api.create(&PostParams::default(), &tainted)
+        .await
+        .expect("1.34: 128 devices with 4 taints");
+    h.server.set_served_minor(35);
+    tainted.metadata.name = Some("tainted-135".into());
+    let status = api_error(api.create(&PostParams::default(), &tainted).await);
+    assert!(
+        status
+            .message
+            .contains("spec.devices: Too many: 128: must have at most 64 items"),
+        "{}",
+        status.message
+    );
 }
 
 #[tokio::test]
@@ -360,6 +434,7 @@ async fn the_valid_limits_are_accepted() {
         .await
         .expect("128 devices, 32 attributes, long strings");
 
+    h.server.set_served_minor(35);
     let mut tainted = slice("tainted", "node-1", "gpu.example.com", &[]);
     tainted.spec.devices = Some(devices(64));
     tainted.spec.devices.as_mut().unwrap()[0].taints = Some(
@@ -369,7 +444,7 @@ async fn the_valid_limits_are_accepted() {
     );
     api.create(&PostParams::default(), &tainted)
         .await
-        .expect("64 devices with 16 taints");
+        .expect("1.35: 64 devices with 16 taints");
 }
 
 #[tokio::test]

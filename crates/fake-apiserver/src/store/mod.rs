@@ -1,20 +1,21 @@
 //! The object store: the [`State`] of every kind behind one lock (the collections themselves live
 //! in [`crate::collection`]), the reads (get, list, opening a watch from the current state or from
-//! a resourceVersion), compaction, the taint-dropping switch, the request counters, and a signal
-//! after every write that tests wait on.
+//! a resourceVersion), compaction, the server's configuration (served version, feature gates
+//! turned off), the request counters, and a signal after every write that tests wait on.
 //!
 //! Every write runs under one lock: it checks the request against the stored object (existence,
 //! resourceVersion, preconditions), runs the kind's admission step, stamps the server-owned
 //! metadata (`uid`, `resourceVersion`, `creationTimestamp`, `generation`) and records the change
-//! (the writes live in [`writes`]).
+//! (the writes live in [`writes`], the ResourceClaim status writes in [`claim_status`]).
 
+mod claim_status;
 mod writes;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{broadcast, watch};
 
-use crate::admission::AdmissionPolicy;
+use crate::admission::{AdmissionPolicy, ServerConfig};
 use crate::collection::{Change, ChangeKind, State};
 use crate::identity::now;
 use crate::kinds::StoredKind;
@@ -80,7 +81,7 @@ pub(crate) struct Store {
     state: Mutex<State>,
     /// The resourceVersion after the latest write; `wait_for_slices` waits on it.
     latest: watch::Sender<u64>,
-    taints_dropped: Mutex<bool>,
+    config: Mutex<ServerConfig>,
     pub(crate) stats: Mutex<Stats>,
 }
 
@@ -99,7 +100,7 @@ impl Store {
                 ..State::default()
             }),
             latest: watch::channel(FIRST_RESOURCE_VERSION).0,
-            taints_dropped: Mutex::new(false),
+            config: Mutex::new(ServerConfig::default()),
             stats: Mutex::new(Stats::default()),
         }
     }
@@ -111,22 +112,18 @@ impl Store {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Sets whether device taints are dropped on writes.
-    pub(crate) fn set_taints_dropped(&self, dropped: bool) {
-        *self
-            .taints_dropped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = dropped;
+    /// Changes the server's configuration; later writes follow it.
+    pub(crate) fn configure(&self, change: impl FnOnce(&mut ServerConfig)) {
+        change(&mut self.config.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// The server's configuration now.
+    pub(crate) fn config(&self) -> ServerConfig {
+        *self.config.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn policy(&self) -> AdmissionPolicy {
-        AdmissionPolicy {
-            taints_dropped: *self
-                .taints_dropped
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-            now: now(),
-        }
+        AdmissionPolicy::new(self.config(), now())
     }
 
     /// A receiver that sees the resourceVersion after every write.

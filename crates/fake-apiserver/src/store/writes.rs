@@ -1,7 +1,7 @@
 //! The store's writes: create, replace, delete and delete-collection as clients send them,
 //! with the API server's checks, and the test-side `put`/`remove` that skip those checks.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::{Filter, Preconditions, Store, not_found};
 use crate::collection::{Change, ChangeKind, ObjectKey, State};
@@ -122,30 +122,7 @@ impl Store {
             .cloned()
             .ok_or_else(|| not_found::<K>(name))?;
         let old_meta = old.metadata();
-        if let Some(rv) = meta.resource_version.as_deref().filter(|rv| !rv.is_empty())
-            && Some(rv) != old_meta.resource_version.as_deref()
-        {
-            return Err(ApiError::conflict(
-                K::URL_PATH_SEGMENT,
-                K::GROUP,
-                name,
-                STALE,
-            ));
-        }
-        if let Some(uid) = meta.uid.as_deref().filter(|u| !u.is_empty())
-            && Some(uid) != old_meta.uid.as_deref()
-        {
-            let why = format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                old_meta.uid.as_deref().unwrap_or("")
-            );
-            return Err(ApiError::conflict(
-                K::URL_PATH_SEGMENT,
-                K::GROUP,
-                name,
-                &why,
-            ));
-        }
+        check_versions::<K>(name, meta, old_meta)?;
         meta.namespace = old_meta.namespace.clone();
         meta.uid = old_meta.uid.clone();
         meta.creation_timestamp = old_meta.creation_timestamp.clone();
@@ -326,16 +303,49 @@ impl Store {
     }
 }
 
+/// 409 when `meta` names a resourceVersion or uid other than the stored object's (`stored`).
+pub(super) fn check_versions<K: StoredKind>(
+    name: &str,
+    meta: &ObjectMeta,
+    stored: &ObjectMeta,
+) -> Result<(), ApiError> {
+    if let Some(rv) = meta.resource_version.as_deref().filter(|rv| !rv.is_empty())
+        && Some(rv) != stored.resource_version.as_deref()
+    {
+        return Err(ApiError::conflict(
+            K::URL_PATH_SEGMENT,
+            K::GROUP,
+            name,
+            STALE,
+        ));
+    }
+    if let Some(uid) = meta.uid.as_deref().filter(|u| !u.is_empty())
+        && Some(uid) != stored.uid.as_deref()
+    {
+        let why = format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            stored.uid.as_deref().unwrap_or("")
+        );
+        return Err(ApiError::conflict(
+            K::URL_PATH_SEGMENT,
+            K::GROUP,
+            name,
+            &why,
+        ));
+    }
+    Ok(())
+}
+
 /// The message of a stale-resourceVersion conflict.
 const STALE: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
 
-fn invalid<K: StoredKind>(name: &str, errors: Vec<FieldError>) -> ApiError {
+pub(super) fn invalid<K: StoredKind>(name: &str, errors: Vec<FieldError>) -> ApiError {
     ApiError::invalid(K::KIND, K::GROUP, name, &errors)
 }
 
 /// A body namespace must match the URL's (or be empty).
-fn check_namespace(body: Option<&str>, url: &str) -> Result<(), ApiError> {
+pub(super) fn check_namespace(body: Option<&str>, url: &str) -> Result<(), ApiError> {
     match body {
         Some(ns) if !ns.is_empty() && ns != url => Err(ApiError::bad_request(
             "the namespace of the provided object does not match the namespace sent on the request",

@@ -1,8 +1,18 @@
-//! ResourceSlice admission as a 1.34+ API server does it: fields a disabled feature gate
-//! drops, server-filled taint times, then validation of `spec` with every error named by its
-//! field path (`spec.devices[3].name`, `spec.devices[0].attributes[example.com/model]`, …).
+//! ResourceSlice admission as the API server of the served version (1.34+) does it: fields a
+//! disabled feature gate drops ([`drops`]), server-filled taint times, then validation of `spec`
+//! with every error named by its field path (`spec.devices[3].name`,
+//! `spec.devices[0].attributes[example.com/model]`, …). The counter rules are in [`counters`],
+//! the capacity rules in [`capacity`]; the ResourceClaim status rules in [`claim_status`].
 
+mod capacity;
+mod claim_status;
+mod counters;
+mod device_id;
+mod drops;
+mod field;
+mod keys;
 mod names;
+mod quantity;
 
 use k8s_openapi::api::resource::v1::{
     Device, DeviceAttribute, DeviceTaint, ResourceSlice, ResourceSliceSpec,
@@ -10,28 +20,61 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::admission::AdmissionPolicy;
-use crate::status::{FieldError, FieldErrorKind};
+use crate::status::FieldError;
+pub(crate) use claim_status::{admit_claim_status, claim_body_problem};
+use field::{forbidden, invalid, invalid_unquoted, not_supported, required, too_long, too_many};
+use keys::validate_qualified_key;
 pub(crate) use names::dns_subdomain_problem;
-use names::{
-    c_identifier_problem, dns_label_problem, is_semver, label_value_problem, qualified_name_problem,
-};
+use names::{is_semver, label_value_problem, qualified_name_problem};
+use quantity::Quantity;
+pub(crate) use quantity::QuantityError;
 
 /// Devices per slice.
 const MAX_DEVICES: usize = 128;
-/// Devices per slice when any device has taints or consumes counters.
+/// 1.35+: devices per slice when any device has taints or consumes counters.
 const MAX_DEVICES_WITH_TAINTS_OR_COUNTERS: usize = 64;
 /// Attributes plus capacities per device.
 const MAX_ATTRIBUTES_AND_CAPACITIES: usize = 32;
-/// Taints per device.
+/// 1.34: taints per device.
+const MAX_TAINTS_1_34: usize = 4;
+/// 1.35+: taints per device.
 const MAX_TAINTS: usize = 16;
-/// Counter consumptions per device.
-const MAX_COUNTER_CONSUMPTIONS: usize = 2;
-/// Counter sets per slice.
-const MAX_COUNTER_SETS: usize = 8;
 /// Length of attribute strings and versions.
 const MAX_ATTRIBUTE_STRING: usize = 64;
 /// The taint effects the server accepts.
 const TAINT_EFFECTS: &[&str] = &["NoExecute", "NoSchedule"];
+
+/// The first quantity of `slice` that does not parse: the real server cannot decode such a body
+/// and answers 400 before any validation.
+pub(crate) fn slice_body_problem(slice: &ResourceSlice) -> Option<QuantityError> {
+    let spec = &slice.spec;
+    let counters = spec
+        .shared_counters
+        .iter()
+        .flatten()
+        .flat_map(|set| set.counters.values());
+    let devices = spec.devices.iter().flatten();
+    let consumed = devices
+        .clone()
+        .flat_map(|d| d.consumes_counters.iter().flatten())
+        .flat_map(|c| c.counters.values());
+    let mut texts: Vec<&str> = counters
+        .chain(consumed)
+        .map(|c| c.value.0.as_str())
+        .collect();
+    for capacity in devices.flat_map(|d| d.capacity.iter().flat_map(|c| c.values())) {
+        texts.push(&capacity.value.0);
+        if let Some(policy) = &capacity.request_policy {
+            texts.extend(policy.default.iter().map(|q| q.0.as_str()));
+            texts.extend(policy.valid_values.iter().flatten().map(|q| q.0.as_str()));
+            if let Some(range) = &policy.valid_range {
+                texts.push(&range.min.0);
+                texts.extend(range.max.iter().chain(&range.step).map(|q| q.0.as_str()));
+            }
+        }
+    }
+    texts.into_iter().find_map(|t| Quantity::parse(t).err())
+}
 
 /// Runs admission on a slice being created (`old` is `None`) or updated.
 pub(crate) fn admit_slice(
@@ -39,23 +82,15 @@ pub(crate) fn admit_slice(
     old: Option<&ResourceSlice>,
     policy: &AdmissionPolicy,
 ) -> Result<(), Vec<FieldError>> {
+    drops::drop_disabled_fields(slice, old, policy.disabled);
     for device in slice.spec.devices.iter_mut().flatten() {
-        if policy.taints_dropped {
-            device.taints = None;
-        }
-        let old_device = old.and_then(|o| {
-            o.spec
-                .devices
-                .iter()
-                .flatten()
-                .find(|d| d.name == device.name)
-        });
+        let old_device = old.and_then(|o| find_device(&o.spec, &device.name));
         for taint in device.taints.iter_mut().flatten() {
             fill_time_added(taint, old_device, policy);
         }
     }
     let mut errors = Vec::new();
-    validate_spec(&slice.spec, &mut errors);
+    validate_spec(&slice.spec, old.map(|o| &o.spec), policy, &mut errors);
     if let Some(old) = old {
         validate_immutable(&slice.spec, &old.spec, &mut errors);
     }
@@ -64,6 +99,10 @@ pub(crate) fn admit_slice(
     } else {
         Err(errors)
     }
+}
+
+fn find_device<'a>(spec: &'a ResourceSliceSpec, name: &str) -> Option<&'a Device> {
+    spec.devices.iter().flatten().find(|d| d.name == name)
 }
 
 /// A taint without `timeAdded` keeps the time of the same taint in the old object, else gets now.
@@ -82,33 +121,6 @@ fn fill_time_added(taint: &mut DeviceTaint, old_device: Option<&Device>, policy:
     taint.time_added = Some(earlier.unwrap_or(Time(policy.now)));
 }
 
-fn invalid(
-    path: impl Into<String>,
-    value: impl Into<String>,
-    detail: impl Into<String>,
-) -> FieldError {
-    FieldError::new(
-        path,
-        FieldErrorKind::Invalid {
-            value: value.into(),
-            detail: detail.into(),
-        },
-    )
-}
-
-fn required(path: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError::new(
-        path,
-        FieldErrorKind::Required {
-            detail: detail.into(),
-        },
-    )
-}
-
-fn too_many(path: impl Into<String>, actual: usize, max: usize) -> FieldError {
-    FieldError::new(path, FieldErrorKind::TooMany { actual, max })
-}
-
 fn validate_immutable(
     new: &ResourceSliceSpec,
     old: &ResourceSliceSpec,
@@ -116,6 +128,13 @@ fn validate_immutable(
 ) {
     if new.driver != old.driver {
         errors.push(invalid("spec.driver", &new.driver, "field is immutable"));
+    }
+    if new.pool.name != old.pool.name {
+        errors.push(invalid(
+            "spec.pool.name",
+            &new.pool.name,
+            "field is immutable",
+        ));
     }
     if new.node_name != old.node_name {
         errors.push(invalid(
@@ -126,103 +145,69 @@ fn validate_immutable(
     }
 }
 
-fn validate_spec(spec: &ResourceSliceSpec, errors: &mut Vec<FieldError>) {
-    if spec.driver.is_empty() {
-        errors.push(required("spec.driver", ""));
-    } else if spec.driver.len() > 63 {
-        errors.push(FieldError::new(
-            "spec.driver",
-            FieldErrorKind::TooLong { max: 63 },
-        ));
-    } else if let Some(detail) = dns_subdomain_problem(&spec.driver) {
-        errors.push(invalid("spec.driver", &spec.driver, detail));
-    }
+fn validate_spec(
+    spec: &ResourceSliceSpec,
+    old: Option<&ResourceSliceSpec>,
+    policy: &AdmissionPolicy,
+    errors: &mut Vec<FieldError>,
+) {
+    device_id::validate_driver_name(&spec.driver, "spec.driver", errors);
     validate_pool(spec, errors);
     validate_node_selection(spec, errors);
 
+    let per_pool = policy.counters_per_pool();
     let devices = spec.devices.as_deref().unwrap_or_default();
-    let counter_sets = spec.shared_counters.as_deref().unwrap_or_default();
-    if spec.devices.is_some() && spec.shared_counters.is_some() {
-        errors.push(FieldError::new(
-            "spec.sharedCounters",
-            FieldErrorKind::Forbidden {
-                detail: "only one of `devices` and `sharedCounters` may be set".into(),
-            },
-        ));
-    }
-    let limited = devices.iter().any(|d| {
-        d.taints.as_ref().is_some_and(|t| !t.is_empty())
-            || d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
-    });
+    let limited = per_pool
+        && devices.iter().any(|d| {
+            d.taints.as_ref().is_some_and(|t| !t.is_empty())
+                || d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
+        });
     let max_devices = if limited {
         MAX_DEVICES_WITH_TAINTS_OR_COUNTERS
     } else {
         MAX_DEVICES
     };
     if devices.len() > max_devices {
+        // The real server stops at the size, without looking at the devices.
         errors.push(too_many("spec.devices", devices.len(), max_devices));
-    }
-    let per_device_selection = spec.per_device_node_selection == Some(true);
-    let mut seen = std::collections::BTreeSet::new();
-    for (i, device) in devices.iter().enumerate() {
-        let path = format!("spec.devices[{i}]");
-        if !device.name.is_empty() && !seen.insert(device.name.as_str()) {
-            errors.push(FieldError::new(
-                format!("{path}.name"),
-                FieldErrorKind::Duplicate {
-                    value: device.name.clone(),
-                },
-            ));
+    } else {
+        let slice_sets = (!per_pool).then(|| counters::slice_counters(spec));
+        let context = DeviceContext {
+            per_device_selection: spec.per_device_node_selection == Some(true),
+            max_taints: if per_pool {
+                MAX_TAINTS
+            } else {
+                MAX_TAINTS_1_34
+            },
+            slice_sets: slice_sets.as_ref(),
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, device) in devices.iter().enumerate() {
+            let path = format!("spec.devices[{i}]");
+            if !device.name.is_empty() && !seen.insert(device.name.as_str()) {
+                errors.push(field::duplicate(format!("{path}.name"), &device.name));
+            }
+            let old_device = old.and_then(|o| find_device(o, &device.name));
+            validate_device(device, old_device, &path, &context, errors);
         }
-        validate_device(device, &path, per_device_selection, errors);
+        if !per_pool {
+            counters::validate_slice_consumption_total(devices, errors);
+        }
     }
+    counters::validate_counter_sets(spec, per_pool, errors);
+}
 
-    if counter_sets.len() > MAX_COUNTER_SETS {
-        errors.push(too_many(
-            "spec.sharedCounters",
-            counter_sets.len(),
-            MAX_COUNTER_SETS,
-        ));
-    }
-    let mut set_names = std::collections::BTreeSet::new();
-    for (i, set) in counter_sets.iter().enumerate() {
-        let path = format!("spec.sharedCounters[{i}].name");
-        if set.name.is_empty() {
-            errors.push(required(path, ""));
-        } else if let Some(detail) = dns_label_problem(&set.name) {
-            errors.push(invalid(path, &set.name, detail));
-        } else if !set_names.insert(set.name.as_str()) {
-            errors.push(FieldError::new(
-                path,
-                FieldErrorKind::Duplicate {
-                    value: set.name.clone(),
-                },
-            ));
-        }
-    }
+/// What a device's validation needs to know about its slice and the served version.
+struct DeviceContext<'a> {
+    per_device_selection: bool,
+    max_taints: usize,
+    /// 1.34: the slice's counter sets, which consumptions must reference.
+    slice_sets: Option<&'a counters::SliceCounters<'a>>,
 }
 
 fn validate_pool(spec: &ResourceSliceSpec, errors: &mut Vec<FieldError>) {
     let pool = &spec.pool;
-    if pool.name.is_empty() {
-        errors.push(required("spec.pool.name", ""));
-    } else if pool.name.len() > 253 {
-        errors.push(FieldError::new(
-            "spec.pool.name",
-            FieldErrorKind::TooLong { max: 253 },
-        ));
-    } else {
-        for segment in pool.name.split('/') {
-            if let Some(detail) = dns_subdomain_problem(segment) {
-                errors.push(invalid(
-                    "spec.pool.name",
-                    &pool.name,
-                    format!("each '/'-separated segment: {detail}"),
-                ));
-                break;
-            }
-        }
-    }
+    device_id::validate_pool_name(&pool.name, "spec.pool.name", errors);
     if pool.resource_slice_count <= 0 {
         errors.push(invalid(
             "spec.pool.resourceSliceCount",
@@ -278,25 +263,21 @@ fn validate_node_selection(spec: &ResourceSliceSpec, errors: &mut Vec<FieldError
 
 fn validate_device(
     device: &Device,
+    old: Option<&Device>,
     path: &str,
-    per_device_selection: bool,
+    context: &DeviceContext<'_>,
     errors: &mut Vec<FieldError>,
 ) {
-    if device.name.is_empty() {
-        errors.push(required(format!("{path}.name"), ""));
-    } else if let Some(detail) = dns_label_problem(&device.name) {
-        errors.push(invalid(format!("{path}.name"), &device.name, detail));
-    }
+    device_id::validate_device_name(&device.name, &format!("{path}.name"), errors);
     let attributes = device.attributes.as_ref();
-    let capacity = device.capacity.as_ref();
-    let total = attributes.map_or(0, |a| a.len()) + capacity.map_or(0, |c| c.len());
+    let total = attributes.map_or(0, |a| a.len()) + device.capacity.as_ref().map_or(0, |c| c.len());
     if total > MAX_ATTRIBUTES_AND_CAPACITIES {
-        errors.push(FieldError::new(
-            format!("{path}.attributes"),
-            FieldErrorKind::TooMany {
-                actual: total,
-                max: MAX_ATTRIBUTES_AND_CAPACITIES,
-            },
+        errors.push(invalid_unquoted(
+            path,
+            total,
+            format!(
+                "the total number of attributes and capacities must not exceed {MAX_ATTRIBUTES_AND_CAPACITIES}"
+            ),
         ));
     }
     for (key, value) in attributes.into_iter().flatten() {
@@ -304,24 +285,20 @@ fn validate_device(
         validate_qualified_key(key, &key_path, errors);
         validate_attribute(value, &key_path, errors);
     }
-    for key in capacity.into_iter().flat_map(|c| c.keys()) {
-        validate_qualified_key(key, &format!("{path}.capacity[{key}]"), errors);
-    }
+    capacity::validate_capacity(device, old, path, errors);
     let taints = device.taints.as_deref().unwrap_or_default();
-    if taints.len() > MAX_TAINTS {
-        errors.push(too_many(format!("{path}.taints"), taints.len(), MAX_TAINTS));
-    }
-    for (j, taint) in taints.iter().enumerate() {
-        validate_taint(taint, &format!("{path}.taints[{j}]"), errors);
-    }
-    let consumptions = device.consumes_counters.as_deref().unwrap_or_default();
-    if consumptions.len() > MAX_COUNTER_CONSUMPTIONS {
+    if taints.len() > context.max_taints {
         errors.push(too_many(
-            format!("{path}.consumesCounters"),
-            consumptions.len(),
-            MAX_COUNTER_CONSUMPTIONS,
+            format!("{path}.taints"),
+            taints.len(),
+            context.max_taints,
         ));
+    } else {
+        for (j, taint) in taints.iter().enumerate() {
+            validate_taint(taint, &format!("{path}.taints[{j}]"), errors);
+        }
     }
+    counters::validate_consumptions(device, path, context.slice_sets, errors);
     let mut set = Vec::new();
     if device.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
         set.push("nodeName");
@@ -332,51 +309,19 @@ fn validate_device(
     if device.all_nodes == Some(true) {
         set.push("allNodes");
     }
-    if per_device_selection && set.len() != 1 {
+    if context.per_device_selection && set.len() != 1 {
         errors.push(invalid(
             path,
             format!("{{{}}}", set.join(", ")),
             "exactly one of `nodeName`, `nodeSelector`, `allNodes` is required when `perDeviceNodeSelection` is set",
         ));
-    } else if !per_device_selection {
+    } else if !context.per_device_selection {
         for field in set {
-            errors.push(FieldError::new(
+            errors.push(forbidden(
                 format!("{path}.{field}"),
-                FieldErrorKind::Forbidden {
-                    detail: "only allowed when `perDeviceNodeSelection` is set".into(),
-                },
+                "only allowed when `perDeviceNodeSelection` is set",
             ));
         }
-    }
-}
-
-/// Attribute and capacity keys: a C identifier ≤ 32, optionally `domain/` with a DNS subdomain ≤ 63.
-fn validate_qualified_key(key: &str, path: &str, errors: &mut Vec<FieldError>) {
-    let (domain, id) = match key.split_once('/') {
-        Some((domain, id)) => (Some(domain), id),
-        None => (None, key),
-    };
-    if let Some(domain) = domain {
-        if domain.len() > 63 {
-            errors.push(invalid(
-                path,
-                key,
-                "the domain must be no more than 63 characters",
-            ));
-        } else if let Some(detail) = dns_subdomain_problem(domain) {
-            errors.push(invalid(path, key, format!("the domain: {detail}")));
-        }
-    }
-    if id.is_empty() {
-        errors.push(required(path, "the name after the domain is required"));
-    } else if id.len() > 32 {
-        errors.push(invalid(
-            path,
-            key,
-            "the name must be no more than 32 characters",
-        ));
-    } else if let Some(detail) = c_identifier_problem(id) {
-        errors.push(invalid(path, key, detail));
     }
 }
 
@@ -402,21 +347,11 @@ fn validate_attribute(value: &DeviceAttribute, path: &str, errors: &mut Vec<Fiel
     if let Some(s) = &value.string
         && s.len() > MAX_ATTRIBUTE_STRING
     {
-        errors.push(FieldError::new(
-            format!("{path}.string"),
-            FieldErrorKind::TooLong {
-                max: MAX_ATTRIBUTE_STRING,
-            },
-        ));
+        errors.push(too_long(format!("{path}.string"), MAX_ATTRIBUTE_STRING));
     }
     if let Some(v) = &value.version {
         if v.len() > MAX_ATTRIBUTE_STRING {
-            errors.push(FieldError::new(
-                format!("{path}.version"),
-                FieldErrorKind::TooLong {
-                    max: MAX_ATTRIBUTE_STRING,
-                },
-            ));
+            errors.push(too_long(format!("{path}.version"), MAX_ATTRIBUTE_STRING));
         } else if !is_semver(v) {
             errors.push(invalid(
                 format!("{path}.version"),
@@ -441,12 +376,10 @@ fn validate_taint(taint: &DeviceTaint, path: &str, errors: &mut Vec<FieldError>)
     if taint.effect.is_empty() {
         errors.push(required(format!("{path}.effect"), ""));
     } else if !TAINT_EFFECTS.contains(&taint.effect.as_str()) {
-        errors.push(FieldError::new(
+        errors.push(not_supported(
             format!("{path}.effect"),
-            FieldErrorKind::NotSupported {
-                value: taint.effect.clone(),
-                supported: TAINT_EFFECTS,
-            },
+            &taint.effect,
+            TAINT_EFFECTS,
         ));
     }
 }
