@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds the polyglot example guests into target/polyglot/:
 #
-#   python-packing.wasm  python-health.wasm   (componentize-py, PyPI)
-#   js-packing.wasm      js-health.wasm       (componentize-js library API, npm)
-#   c-packing.wasm       c-health.wasm        (clang + wasi-libc from Debian,
-#                                              wit-bindgen c, wasm-tools)
+#   python-packing.wasm  python-health.wasm  python-sriov.wasm  (componentize-py, PyPI)
+#   js-packing.wasm      js-health.wasm      js-sriov.wasm      (componentize-js library API, npm)
+#   c-packing.wasm       c-health.wasm       c-sriov.wasm       (clang + wasi-libc from Debian,
+#                                                                wit-bindgen c, wasm-tools)
 #
-# The same policies as guests/numa-packing and guests/presence-health.
+# packing and health: the same policies as guests/numa-packing and
+# guests/presence-health. sriov: SR-IOV VFs as DRA partitions (dra-layout,
+# dra-prepare, dra-unprepare), built against its own world in wit/sriov.wit
+# (wit/deps/policy.wit links to the repository's wit/policy.wit).
 # Installs what it needs when missing (idempotent): Debian packages with
 # apt-get, a Python venv and cargo-installed tools under
 # ${WDP_POLYGLOT_CACHE:-$HOME/.cache/wdp-polyglot}, npm packages into
@@ -18,6 +21,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 WIT="$ROOT/wit"
+OWN_WIT="$HERE/wit" # worlds of our own (wit/sriov.wit), the policy package under deps/
 OUT="$ROOT/target/polyglot"
 CACHE="${WDP_POLYGLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wdp-polyglot}"
 
@@ -138,9 +142,9 @@ stamp() { echo "$2" >"$OUT/.$1.stamp"; }
 
 # ---- Python ---------------------------------------------------------------
 
-build_python() { # hook world
-  local name="python-$1" world="$2" hash tmp
-  hash="$(inputs_hash "$HERE/python/$1/app.py")"
+build_python() { # hook world [wit-dir]
+  local name="python-$1" world="$2" wit="${3:-$WIT}" hash tmp
+  hash="$(inputs_hash "$HERE/python/$1/app.py" "$wit"/*.wit)"
   fresh "$name" "$hash" && return
   log "building $name.wasm (componentize-py, world $world)"
   tmp="$(mktemp -d)"
@@ -149,21 +153,22 @@ build_python() { # hook world
   # host ignores the `exports` init entry componentize-py adds).
   mkdir "$tmp/src"
   cp "$HERE/python/$1/app.py" "$tmp/src/"
-  "$COMPONENTIZE" -d "$WIT" -w "$world-guest" componentize -p "$tmp/src" app \
+  "$COMPONENTIZE" -d "$wit" -w "$world" componentize -p "$tmp/src" app \
     -o "$tmp/out.wasm" >/dev/null
   "$WASM_TOOLS" validate "$tmp/out.wasm"
   mv "$tmp/out.wasm" "$OUT/$name.wasm"
   rm -rf "$tmp"
   stamp "$name" "$hash"
 }
-build_python packing preferred-allocation-indexed
-build_python health health
+build_python packing preferred-allocation-indexed-guest
+build_python health health-guest
+build_python sriov sriov-guest "$OWN_WIT"
 
 # ---- JavaScript -----------------------------------------------------------
 
-build_js() { # hook
+build_js() { # hook [more inputs...]
   local name="js-$1" hash
-  hash="$(inputs_hash "$JS/$1.js" "$JS/build.mjs" "$JS/package-lock.json")"
+  hash="$(inputs_hash "$JS/$1.js" "$JS/build.mjs" "$JS/package-lock.json" "${@:2}")"
   fresh "$name" "$hash" && return
   log "building $name.wasm (componentize-js)"
   node "$JS/build.mjs" "$WIT" "$OUT" "$1" >/dev/null
@@ -171,6 +176,7 @@ build_js() { # hook
 }
 build_js packing
 build_js health
+build_js sriov "$OWN_WIT"/*.wit
 
 # ---- C --------------------------------------------------------------------
 
@@ -182,15 +188,15 @@ if [ -n "$wit_bindgen_pid" ]; then
   fi
 fi
 
-build_c() { # hook world
-  local name="c-$1" world="$2" hash gen base
-  hash="$(inputs_hash "$HERE/c/$1.c" "$HERE/c/wdp_util.h")"
+build_c() { # hook world [wit-dir]
+  local name="c-$1" world="$2" wit="${3:-$WIT}" hash gen base
+  hash="$(inputs_hash "$HERE/c/$1.c" "$HERE/c/wdp_util.h" "$wit"/*.wit)"
   fresh "$name" "$hash" && return
   log "building $name.wasm (wit-bindgen c, clang, wasm-tools component new)"
   gen="$OUT/c-gen/$world"
-  base="${world//-/_}_guest"
+  base="${world//-/_}"
   rm -rf "$gen"
-  "$WIT_BINDGEN_BIN" c "$WIT" --world "$world-guest" --out-dir "$gen" >"$OUT/.$name.log" 2>&1 ||
+  "$WIT_BINDGEN_BIN" c "$wit" --world "$world" --out-dir "$gen" >"$OUT/.$name.log" 2>&1 ||
     { cat "$OUT/.$name.log" >&2; exit 1; }
   clang --target=wasm32-wasi -mexec-model=reactor -O2 \
     -Wall -Wextra -Werror -Wno-unused-function \
@@ -203,12 +209,13 @@ build_c() { # hook world
   mv "$OUT/$name.wasm.tmp" "$OUT/$name.wasm"
   stamp "$name" "$hash"
 }
-build_c packing preferred-allocation-indexed
-build_c health health
+build_c packing preferred-allocation-indexed-guest
+build_c health health-guest
+build_c sriov sriov-guest "$OWN_WIT"
 
 # ---- summary --------------------------------------------------------------
 
-for name in python-packing python-health js-packing js-health c-packing c-health; do
+for name in python-packing python-health python-sriov js-packing js-health js-sriov c-packing c-health c-sriov; do
   printf '  %-22s %10s bytes\n' "$name.wasm" "$(stat -c %s "$OUT/$name.wasm")"
 done
 log "done: $OUT"
