@@ -63,6 +63,12 @@ const GUESTS: &[GuestCrate] = &[
         doc: "Example discovery guest: one VFIO device per IOMMU group.",
     },
     GuestCrate {
+        package: "gpu-partitions",
+        constant: "GPU_PARTITIONS",
+        example: true,
+        doc: "Example DRA guest (dra-layout, dra-prepare, dra-unprepare): GPU partitions on per-GPU counters, created and removed through sysfs attributes.",
+    },
+    GuestCrate {
         package: "hostile-infinite-loop",
         constant: "HOSTILE_INFINITE_LOOP",
         example: false,
@@ -138,13 +144,19 @@ const GUESTS: &[GuestCrate] = &[
         package: "compat-newer-patch",
         constant: "COMPAT_NEWER_PATCH",
         example: false,
-        doc: "Loads: a health guest built against the WIT package at 0.1.2.",
+        doc: "Loads: a health guest built against the WIT package at 0.1.3 (a newer patch than the host's).",
     },
     GuestCrate {
         package: "compat-older-patch",
         constant: "COMPAT_OLDER_PATCH",
         example: false,
         doc: "Loads: a health guest built against the WIT package at 0.1.0 (before the `claim` import).",
+    },
+    GuestCrate {
+        package: "compat-previous-patch",
+        constant: "COMPAT_PREVIOUS_PATCH",
+        example: false,
+        doc: "Loads: an allocate guest built against the WIT package at 0.1.1 (the `claim` import without `devices`); echoes the claim into `WDP_CLAIM`.",
     },
     GuestCrate {
         package: "claim-echo",

@@ -1,6 +1,7 @@
 //! The `claim` import (WIT 0.1.1): a DRA claim set on the call context
 //! reaches `allocate` and `pre-start`; without one the guest sees `none`;
-//! guests built against 0.1.0 and 0.1.2 load beside it.
+//! guests built against 0.1.0 and 0.1.1 load beside it. `claim.devices`
+//! (0.1.2) is tested in `dra_hooks.rs`.
 
 mod common;
 
@@ -17,6 +18,7 @@ fn claim(configs: &[&str]) -> Arc<ClaimInfo> {
         uid: "4f1c6a52-0d3e-4a59-9a35-0f6b1d7c2e11".into(),
         requests: vec!["gpu".into(), "nic".into()],
         configs: configs.iter().map(|c| c.to_string()).collect(),
+        devices: Vec::new(),
     })
 }
 
@@ -29,8 +31,8 @@ fn env<'a>(response: &'a ContainerResponse, key: &str) -> Option<&'a str> {
 }
 
 #[test]
-fn the_host_implements_wit_0_1_1() {
-    assert_eq!(WIT_VERSION, "0.1.1");
+fn the_host_implements_wit_0_1_2() {
+    assert_eq!(WIT_VERSION, "0.1.2");
 }
 
 #[test]
@@ -104,4 +106,24 @@ fn a_guest_of_wit_0_1_0_still_loads_and_answers() {
     let context = ctx(&[("note", "old but fine")]).with_claim(claim(&[]));
     let verdicts = guest.check_health(&context, &[facts]).unwrap();
     assert_eq!(verdicts[0].reason, "old but fine");
+}
+
+#[test]
+fn a_guest_of_wit_0_1_1_still_loads_and_sees_the_claim() {
+    // Its `claim` import is the 0.1.1 one, without `devices`.
+    let guest = load(artifacts::COMPAT_PREVIOUS_PATCH);
+    assert_eq!(guest.hooks(), [Hook::Allocate]);
+    let devices = vec![device_ref("gpu0", 0, &[])];
+    let response = guest
+        .allocate(
+            &ctx(&[]).with_claim(claim(&[])),
+            &devices,
+            &ContainerResponse::default(),
+        )
+        .unwrap();
+    assert_eq!(env(&response, "WDP_CLAIM"), Some("team-a/train-gpus"));
+    let response = guest
+        .allocate(&ctx(&[]), &devices, &ContainerResponse::default())
+        .unwrap();
+    assert_eq!(env(&response, "WDP_CLAIM"), Some("none"));
 }

@@ -1,13 +1,15 @@
 //! The Rust guest SDK for wasm-device-plugin policy guests.
 //!
 //! A policy guest is a WebAssembly component (target `wasm32-wasip2`, crate
-//! type `cdylib`) that exports one or more of the five hook interfaces of the
-//! WIT package `wasm-device-plugin:policy` (`wit/policy.wit` at the root of
-//! the repository): `discovery`, `health`, `preferred-allocation`,
-//! `allocate` and `pre-start`. This crate runs `wit_bindgen::generate!` over
-//! that package once, re-exports the types under short names, and offers one
-//! trait and one export macro per hook, so a guest implements only the hooks
-//! it wants:
+//! type `cdylib`) that exports one or more of the hook interfaces of the
+//! WIT package `wasm-device-plugin:policy@0.1.2` (`wit/policy.wit` at the
+//! root of the repository): `discovery`, `health`, `preferred-allocation`,
+//! `allocate` and `pre-start`, and, for resources served through Dynamic
+//! Resource Allocation (added in 0.1.2), `dra-layout`, `dra-prepare` with
+//! `dra-unprepare`, and `device-taints`. This crate runs
+//! `wit_bindgen::generate!` over that package once, re-exports the types
+//! under short names, and offers one trait per hook and one export macro
+//! per hook world, so a guest implements only the hooks it wants:
 //!
 //! ```ignore
 //! use wdp_guest_sdk::{Health, DeviceFacts, Verdict};
@@ -27,15 +29,27 @@
 //! A guest that implements several hooks implements several traits on one
 //! type (or on several types) and invokes one export macro per hook.
 //!
+//! | hook | trait | macro |
+//! |---|---|---|
+//! | `discovery` | [`Discovery`] | [`export_discovery!`] |
+//! | `health` | [`Health`] | [`export_health!`] |
+//! | `preferred-allocation` | [`PreferredAllocation`] | [`export_preferred_allocation!`] |
+//! | `allocate` | [`Allocate`] | [`export_allocate!`] |
+//! | `pre-start` | [`PreStart`] | [`export_pre_start!`] |
+//! | `dra-layout` | [`DraLayout`] | [`export_dra_layout!`] |
+//! | `dra-prepare`, `dra-unprepare` | [`DraPrepare`], [`DraUnprepare`] | [`export_dra_prepare!`] (both) |
+//! | `device-taints` | [`DeviceTaints`] | [`export_device_taints!`] |
+//!
 //! Host services ([`host`], [`hardware`] and [`claim`] imports) are
 //! available to every hook: [`config()`] returns the guest's `[guest-config]` table as a
 //! [`Config`], the logging macros ([`info!`], [`warn!`], ...) write into the
 //! host's log tagged with the guest and hook, and [`hardware::candidates`],
 //! [`hardware::read_attribute`] and [`hardware::write_attribute`] reach the
 //! hardware the resource selected (and nothing else), and
-//! [`current_claim()`] tells an `allocate` or `pre-start` guest of a DRA
-//! resource which claim it prepares and hands it the claim's opaque
-//! configuration for the driver.
+//! [`current_claim()`] tells a `dra-prepare`, `dra-unprepare`, `allocate`
+//! or `pre-start` guest of a DRA resource which claim it prepares and hands
+//! it the claim's opaque configuration for the driver, and
+//! [`claim_devices()`] (WIT 0.1.2) the claim's devices of the driver.
 //!
 //! Discovery and health calls run in a fresh instance; allocation,
 //! allocate and pre-start calls may run in an instance kept warm from an
@@ -66,10 +80,10 @@ pub mod bindings {
         inline: "
             package wdp:guest-sdk;
             world imports {
-                import wasm-device-plugin:policy/host@0.1.1;
-                import wasm-device-plugin:policy/hardware@0.1.1;
-                import wasm-device-plugin:policy/types@0.1.1;
-                import wasm-device-plugin:policy/claim@0.1.1;
+                import wasm-device-plugin:policy/host@0.1.2;
+                import wasm-device-plugin:policy/hardware@0.1.2;
+                import wasm-device-plugin:policy/types@0.1.2;
+                import wasm-device-plugin:policy/claim@0.1.2;
             }
         ",
         path: "../../wit",
@@ -86,7 +100,7 @@ macro_rules! hook_world {
     };
     ($module:ident, $world:literal, $macro_name:literal, $default_module:literal, with_claim) => {
         hook_world!($module, $world, $macro_name, $default_module, {
-            "wasm-device-plugin:policy/claim@0.1.1": crate::bindings::wasm_device_plugin::policy::claim,
+            "wasm-device-plugin:policy/claim@0.1.2": crate::bindings::wasm_device_plugin::policy::claim,
         });
     };
     ($module:ident, $world:literal, $macro_name:literal, $default_module:literal, { $($extra:tt)* }) => {
@@ -98,9 +112,9 @@ macro_rules! hook_world {
                 path: "../../wit",
                 world: $world,
                 with: {
-                    "wasm-device-plugin:policy/types@0.1.1": crate::bindings::wasm_device_plugin::policy::types,
-                    "wasm-device-plugin:policy/host@0.1.1": crate::bindings::wasm_device_plugin::policy::host,
-                    "wasm-device-plugin:policy/hardware@0.1.1": crate::bindings::wasm_device_plugin::policy::hardware,
+                    "wasm-device-plugin:policy/types@0.1.2": crate::bindings::wasm_device_plugin::policy::types,
+                    "wasm-device-plugin:policy/host@0.1.2": crate::bindings::wasm_device_plugin::policy::host,
+                    "wasm-device-plugin:policy/hardware@0.1.2": crate::bindings::wasm_device_plugin::policy::hardware,
                     $($extra)*
                 },
                 pub_export_macro: true,
@@ -114,19 +128,19 @@ macro_rules! hook_world {
 
 hook_world!(
     discovery_world,
-    "wasm-device-plugin:policy/discovery-guest@0.1.1",
+    "wasm-device-plugin:policy/discovery-guest@0.1.2",
     "export_discovery",
     "::wdp_guest_sdk::discovery_world"
 );
 hook_world!(
     health_world,
-    "wasm-device-plugin:policy/health-guest@0.1.1",
+    "wasm-device-plugin:policy/health-guest@0.1.2",
     "export_health",
     "::wdp_guest_sdk::health_world"
 );
 hook_world!(
     preferred_allocation_world,
-    "wasm-device-plugin:policy/preferred-allocation-guest@0.1.1",
+    "wasm-device-plugin:policy/preferred-allocation-guest@0.1.2",
     "export_preferred_allocation",
     "::wdp_guest_sdk::preferred_allocation_world"
 );
@@ -140,17 +154,17 @@ pub mod preferred_allocation_indexed_world {
         inline: "
             package wdp:guest-sdk-indexed;
             world indexed {
-                import wasm-device-plugin:policy/host@0.1.1;
-                import wasm-device-plugin:policy/hardware@0.1.1;
-                export wasm-device-plugin:policy/preferred-allocation-indexed@0.1.1;
+                import wasm-device-plugin:policy/host@0.1.2;
+                import wasm-device-plugin:policy/hardware@0.1.2;
+                export wasm-device-plugin:policy/preferred-allocation-indexed@0.1.2;
             }
         ",
         path: "../../wit",
         world: "wdp:guest-sdk-indexed/indexed",
         with: {
-            "wasm-device-plugin:policy/types@0.1.1": crate::bindings::wasm_device_plugin::policy::types,
-            "wasm-device-plugin:policy/host@0.1.1": crate::bindings::wasm_device_plugin::policy::host,
-            "wasm-device-plugin:policy/hardware@0.1.1": crate::bindings::wasm_device_plugin::policy::hardware,
+            "wasm-device-plugin:policy/types@0.1.2": crate::bindings::wasm_device_plugin::policy::types,
+            "wasm-device-plugin:policy/host@0.1.2": crate::bindings::wasm_device_plugin::policy::host,
+            "wasm-device-plugin:policy/hardware@0.1.2": crate::bindings::wasm_device_plugin::policy::hardware,
         },
         pub_export_macro: true,
         export_macro_name: "__export_preferred_allocation_indexed",
@@ -160,17 +174,41 @@ pub mod preferred_allocation_indexed_world {
 }
 hook_world!(
     allocate_world,
-    "wasm-device-plugin:policy/allocate-guest@0.1.1",
+    "wasm-device-plugin:policy/allocate-guest@0.1.2",
     "export_allocate",
     "::wdp_guest_sdk::allocate_world",
     with_claim
 );
 hook_world!(
     pre_start_world,
-    "wasm-device-plugin:policy/pre-start-guest@0.1.1",
+    "wasm-device-plugin:policy/pre-start-guest@0.1.2",
     "export_pre_start",
     "::wdp_guest_sdk::pre_start_world",
     with_claim
+);
+hook_world!(
+    dra_layout_world,
+    "wasm-device-plugin:policy/dra-layout-guest@0.1.2",
+    "export_dra_layout",
+    "::wdp_guest_sdk::dra_layout_world"
+);
+hook_world!(
+    dra_prepare_world,
+    "wasm-device-plugin:policy/dra-prepare-guest@0.1.2",
+    "export_dra_prepare",
+    "::wdp_guest_sdk::dra_prepare_world",
+    with_claim
+);
+// `device-taints` takes `health.device-facts`: the type comes from the
+// `health` bindings above, so both hooks share one `DeviceFacts`.
+hook_world!(
+    device_taints_world,
+    "wasm-device-plugin:policy/device-taints-guest@0.1.2",
+    "export_device_taints",
+    "::wdp_guest_sdk::device_taints_world",
+    {
+        "wasm-device-plugin:policy/health@0.1.2": crate::health_world::exports::wasm_device_plugin::policy::health,
+    }
 );
 
 pub use bindings::wasm_device_plugin::policy::{claim, hardware, host};
@@ -179,9 +217,15 @@ pub use bindings::wasm_device_plugin::policy::{claim, hardware, host};
 pub use bindings::wasm_device_plugin::policy::types::{
     Candidate, CandidateKind, Device, DeviceNode, DeviceRef, NodeType,
 };
+/// The data types of the DRA hooks (WIT 0.1.2): a claim's devices, what a
+/// prepared device reports, device taints.
+pub use bindings::wasm_device_plugin::policy::types::{
+    ClaimDevice, DeviceCondition, DeviceStatus, DeviceTaint, NetworkData, Quantity, TaintEffect,
+};
 pub use host::LogLevel;
 
-/// The DRA claim an `allocate` or `pre-start` call serves (WIT 0.1.1).
+/// The DRA claim a `dra-prepare`, `dra-unprepare`, `allocate` or
+/// `pre-start` call serves (WIT 0.1.1).
 pub use claim::ClaimInfo;
 
 /// The ResourceClaim being prepared when the resource is served through
@@ -200,6 +244,22 @@ pub use claim::ClaimInfo;
 /// ```
 pub fn current_claim() -> Option<ClaimInfo> {
     claim::current()
+}
+
+/// The devices of this driver in the claim being prepared, in allocation
+/// order: each with the request it serves, whether it is a partition
+/// (and of which advertised device), admin access and the capacity it
+/// consumes (WIT 0.1.2). Empty outside a DRA prepare. `dra-prepare` and
+/// `dra-unprepare` get the same list as their argument; `allocate` and
+/// `pre-start` reach it here.
+///
+/// ```ignore
+/// for device in wdp_guest_sdk::claim_devices() {
+///     wdp_guest_sdk::info!("{} serves request {}", device.id, device.request);
+/// }
+/// ```
+pub fn claim_devices() -> Vec<ClaimDevice> {
+    claim::devices()
 }
 
 /// The `discovery` hook: candidates in, devices to advertise out.
@@ -225,10 +285,42 @@ pub use allocate_world::exports::wasm_device_plugin::policy::allocate::{
 /// The `pre-start` hook: one container's devices in, ok or an error out.
 pub use pre_start_world::exports::wasm_device_plugin::policy::pre_start::Guest as PreStart;
 
+/// The `dra-layout` hook (WIT 0.1.2): the advertised devices in, their DRA
+/// layout out: counter sets, what each device and partition consumes of
+/// them, capacities.
+pub use dra_layout_world::exports::wasm_device_plugin::policy::dra_layout::{
+    Capacity, CapacityRange, Counter, CounterConsumption, CounterSet, DeviceLayout,
+    Guest as DraLayout, Layout, Partition, RequestPolicy,
+};
+
+/// The `dra-prepare` hook (WIT 0.1.2): a claim's devices in, their status
+/// out. Exported together with [`DraUnprepare`] by [`export_dra_prepare!`].
+pub use dra_prepare_world::exports::wasm_device_plugin::policy::dra_prepare::Guest as DraPrepare;
+
+/// The `dra-unprepare` hook (WIT 0.1.2): a claim's devices in, ok or an
+/// error out; undoes [`DraPrepare`], succeeding when nothing exists.
+pub use dra_prepare_world::exports::wasm_device_plugin::policy::dra_unprepare::Guest as DraUnprepare;
+
+/// The `device-taints` hook (WIT 0.1.2): devices with fresh facts in, the
+/// taints of (some of) them out.
+pub use device_taints_world::exports::wasm_device_plugin::policy::device_taints::{
+    Guest as DeviceTaints, Tainted,
+};
+
 /// Exports a type implementing [`Allocate`] as the guest's `allocate` hook.
 pub use allocate_world::export_allocate;
+/// Exports a type implementing [`DeviceTaints`] as the guest's
+/// `device-taints` hook.
+pub use device_taints_world::export_device_taints;
 /// Exports a type implementing [`Discovery`] as the guest's `discovery` hook.
 pub use discovery_world::export_discovery;
+/// Exports a type implementing [`DraLayout`] as the guest's `dra-layout`
+/// hook.
+pub use dra_layout_world::export_dra_layout;
+/// Exports a type implementing both [`DraPrepare`] and [`DraUnprepare`] as
+/// the guest's `dra-prepare` and `dra-unprepare` hooks (the host calls
+/// `dra-unprepare` to undo a prepare that failed, so they come together).
+pub use dra_prepare_world::export_dra_prepare;
 /// Exports a type implementing [`Health`] as the guest's `health` hook.
 pub use health_world::export_health;
 /// Exports a type implementing [`PreStart`] as the guest's `pre-start` hook.
@@ -400,6 +492,75 @@ impl Verdict {
             id: id.into(),
             healthy: false,
             reason: reason.into(),
+        }
+    }
+}
+
+/// Accessors on [`ClaimDevice`].
+impl ClaimDevice {
+    /// The amount of capacity `name` this allocation consumes, if any.
+    pub fn consumed(&self, name: &str) -> Option<&str> {
+        attr(&self.consumed_capacity, name)
+    }
+}
+
+/// Builders for `dra-prepare` answers.
+impl DeviceCondition {
+    /// A `Ready` condition with status `True`, e.g.
+    /// `DeviceCondition::ready("PartitionCreated", "created 1g.10gb")`.
+    pub fn ready(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            type_: "Ready".to_string(),
+            status: "True".to_string(),
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl DeviceStatus {
+    /// The status of device `id`: one `Ready` condition (see
+    /// [`DeviceCondition::ready`]), no data, no network facts.
+    pub fn ready(
+        id: impl Into<String>,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            conditions: vec![DeviceCondition::ready(reason, message)],
+            data: None,
+            network: None,
+        }
+    }
+
+    /// The same status carrying driver-specific JSON `data`.
+    #[must_use]
+    pub fn with_data(mut self, data: impl Into<String>) -> Self {
+        self.data = Some(data.into());
+        self
+    }
+}
+
+/// Builders for `dra-layout` answers.
+impl Counter {
+    /// A counter `name` holding `value` (a quantity such as `80Gi`).
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// Builders for `device-taints` answers.
+impl DeviceTaint {
+    /// A taint `key=value` with `effect`.
+    pub fn new(key: impl Into<String>, value: impl Into<String>, effect: TaintEffect) -> Self {
+        Self {
+            key: key.into(),
+            value: value.into(),
+            effect,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `compat-newer-patch`: a health guest built against
-//! `wasm-device-plugin:policy@0.1.2`; a 0.1.1 host loads it (semver).
+//! `wasm-device-plugin:policy@0.1.3`, a patch newer than the host's; a
+//! 0.1.2 host loads it (semver).
 //! Every device is healthy, with the config value `note` as the reason.
 
 wit_bindgen::generate!({
@@ -19,7 +20,7 @@ impl health::Guest for NewerPatch {
             .into_iter()
             .find(|(key, _)| key == "note")
             .map(|(_, value)| value)
-            .unwrap_or_else(|| "0.1.2".to_string());
+            .unwrap_or_else(|| "0.1.3".to_string());
         Ok(devices
             .into_iter()
             .map(|facts| health::Verdict {

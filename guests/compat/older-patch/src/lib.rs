@@ -1,6 +1,6 @@
 //! `compat-older-patch`: a health guest built against
 //! `wasm-device-plugin:policy@0.1.0`, the version before the `claim` import;
-//! a 0.1.1 host keeps loading it unchanged (semver).
+//! a 0.1.2 host keeps loading it unchanged (semver).
 //! Every device is healthy, with the config value `note` as the reason.
 
 wit_bindgen::generate!({
