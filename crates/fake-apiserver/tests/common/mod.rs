@@ -97,3 +97,58 @@ pub fn api_error<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::co
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// Asserts that `result` is a 422 `Invalid` naming `path` in the message and in a cause, with
+/// `words` in the message.
+pub fn assert_invalid<T: std::fmt::Debug>(
+    result: Result<T, kube::Error>,
+    path: &str,
+    words: &str,
+    what: &str,
+) {
+    let status = api_error(result);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (422, "Invalid"),
+        "{what}: {}",
+        status.message
+    );
+    assert!(
+        status.message.contains(&format!("{path}: ")),
+        "{what}: {path} not named in {:?}",
+        status.message
+    );
+    assert!(
+        status.message.contains(words),
+        "{what}: {words:?} not in {:?}",
+        status.message
+    );
+    let causes = status.details.expect("details").causes;
+    assert!(
+        causes.iter().any(|c| c.field == path),
+        "{what}: no cause for {path}: {causes:?}"
+    );
+}
+
+/// A counter map `name → value` for counter sets and consumptions.
+pub fn counters(
+    names: impl IntoIterator<Item = String>,
+    value: &str,
+) -> BTreeMap<String, k8s_openapi::api::resource::v1::Counter> {
+    names
+        .into_iter()
+        .map(|name| {
+            (
+                name,
+                k8s_openapi::api::resource::v1::Counter {
+                    value: k8s_openapi::apimachinery::pkg::api::resource::Quantity(value.into()),
+                },
+            )
+        })
+        .collect()
+}
+
+/// `prefix0`, `prefix1`, … `prefix{n-1}`.
+pub fn numbered(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
