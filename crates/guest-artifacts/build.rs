@@ -144,7 +144,7 @@ const GUESTS: &[GuestCrate] = &[
         package: "compat-newer-patch",
         constant: "COMPAT_NEWER_PATCH",
         example: false,
-        doc: "Loads: a health guest built against the WIT package at 0.1.3 (a newer patch than the host's).",
+        doc: "Loads: a health and device-taints guest built against the WIT package at 0.1.3 (a newer patch than the host's); taints every device `example.com/note=<note>` NoExecute.",
     },
     GuestCrate {
         package: "compat-older-patch",

@@ -387,11 +387,26 @@ fn same_bytes_compile_once_and_keep_their_hash() {
 #[test]
 fn a_newer_patch_version_of_the_wit_loads() {
     let guest = load(artifacts::COMPAT_NEWER_PATCH);
-    assert_eq!(guest.hooks(), [Hook::Health]);
+    assert_eq!(guest.hooks(), [Hook::Health, Hook::DeviceTaints]);
     let verdicts = guest
         .check_health(&ctx(&[("note", "fine")]), &[facts("d", vec![])])
         .unwrap();
     assert_eq!(verdicts[0].reason, "fine");
+    // A 0.1.2 hook of the newer guest, sharing `health.device-facts`.
+    let tainted = guest
+        .device_taints(&ctx(&[("note", "fine")]), &[facts("d", vec![])])
+        .unwrap();
+    assert_eq!(
+        tainted,
+        [wdp_policy::Tainted {
+            id: "d".into(),
+            taints: vec![wdp_policy::DeviceTaint {
+                key: "example.com/note".into(),
+                value: "fine".into(),
+                effect: wdp_policy::TaintEffect::NoExecute,
+            }],
+        }]
+    );
 }
 
 fn load_error(path: &str) -> LoadError {

@@ -135,7 +135,7 @@ pub(super) fn project(lang: Lang, name: &str, hooks: &[Hook]) -> Vec<(String, St
                 .iter()
                 .any(|h| matches!(h, Hook::Health | Hook::PreStart))
             {
-                "\nimport { log } from 'wasm-device-plugin:policy/host@0.1.1';\n"
+                "\nimport { log } from 'wasm-device-plugin:policy/host@0.1.2';\n"
             } else {
                 ""
             };
@@ -205,7 +205,7 @@ fn polyglot_js_versions() -> (String, String) {
     )
 }
 
-/// The WIT package version of the contract, e.g. `0.1.1`.
+/// The WIT package version of the contract, e.g. `0.1.2`.
 fn wit_version() -> &'static str {
     POLICY_WIT
         .lines()
@@ -421,9 +421,9 @@ mod tests {
     #[test]
     fn world_exports_the_hooks() {
         let wit = world_wit(&[Hook::Health, Hook::Allocate]);
-        assert!(wit.contains("export wasm-device-plugin:policy/health@0.1.1;"));
-        assert!(wit.contains("export wasm-device-plugin:policy/allocate@0.1.1;"));
-        assert!(wit.contains("import wasm-device-plugin:policy/claim@0.1.1;"));
+        assert!(wit.contains("export wasm-device-plugin:policy/health@0.1.2;"));
+        assert!(wit.contains("export wasm-device-plugin:policy/allocate@0.1.2;"));
+        assert!(wit.contains("import wasm-device-plugin:policy/claim@0.1.2;"));
         assert!(!world_wit(&[Hook::Health]).contains("claim"));
     }
 }
