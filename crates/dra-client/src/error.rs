@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::status_checks::StatusProblem;
+
 /// A failure to reach, or to be accepted by, the Kubernetes API server.
 ///
 /// Its `Display` says what was being done ("listing ResourceSlices of driver X
@@ -48,6 +50,43 @@ pub enum ApiError {
         #[source]
         source: kube::Error,
     },
+    /// A request got no answer in time.
+    #[error("{action}: no answer within {after:?}")]
+    TimedOut {
+        /// What was being done.
+        action: String,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// The ResourceClaim whose device status was to be written is gone.
+    #[error("writing device status: {claim} is gone")]
+    ClaimGone {
+        /// `ResourceClaim namespace/name`.
+        claim: String,
+    },
+    /// The ResourceClaim of that name is another one (deleted and made anew).
+    #[error("writing device status: {claim} has UID {found}, not {expected}: it is another claim")]
+    ClaimReplaced {
+        /// `ResourceClaim namespace/name`.
+        claim: String,
+        /// The UID prepared.
+        expected: String,
+        /// The UID found.
+        found: String,
+    },
+    /// Device status entries the API server would reject; nothing was written.
+    #[error(
+        "writing the device status of driver {driver} on {claim}: {}",
+        join(problems)
+    )]
+    InvalidDeviceStatus {
+        /// `ResourceClaim namespace/name`.
+        claim: String,
+        /// The driver writing.
+        driver: String,
+        /// Each problem, naming device and field.
+        problems: Vec<StatusProblem>,
+    },
     /// The publisher task ended before it could answer (it panicked or was aborted).
     #[error("{action}: the publisher task of {target} is gone")]
     PublisherGone {
@@ -56,6 +95,14 @@ pub enum ApiError {
         /// The driver and node it published for.
         target: String,
     },
+}
+
+fn join(problems: &[StatusProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl ApiError {

@@ -1,52 +1,66 @@
-//! Everything the API server would reject in a device list, found before it is sent.
+//! Everything the API server would reject in a pool, or the served version
+//! could not hold, found before it is sent.
 //!
 //! The rules are those of `resource.k8s.io/v1` validation: device names are
-//! unique DNS labels; a device has at most 32 attributes, each keyed
-//! `[domain/]identifier` (a C identifier of at most 32 characters, a domain
-//! that is a DNS subdomain of at most 63), holding a string or version of at
-//! most 64 characters, a version being semver 2.0.0; at most 16 taints, keyed
-//! by a label name, valued by a label value. `check` prints these problems;
-//! the publisher sends what it is given, so a problem missed here comes back
-//! as the API server's own rejection in the publisher's status.
+//! unique DNS labels; a device has at most 32 attributes and capacities
+//! together, each keyed `[domain/]identifier` (a C identifier of at most 32
+//! characters, a domain that is a DNS subdomain of at most 63), attributes
+//! holding a string or version of at most 64 characters, a version being
+//! semver 2.0.0; at most 16 taints (4 on a 1.34 server), keyed by a label
+//! name, valued by a label value. Capacities follow [`crate::capacity`]'s rules, counter sets and
+//! consumptions [`crate::counters`]', and on a 1.34 server each group of
+//! counter sets with their consumers must fit one slice ([`crate::fit`]).
+//!
+//! [`validate_pool`] also says what to publish: the pool without the devices
+//! and counter sets that have problems (and without the devices consuming a
+//! counter set left out), so one bad device never holds back the rest. The
+//! publisher applies it to every pool it is given; a problem missed here
+//! comes back as the API server's own rejection in the publisher's status.
 
-use std::collections::BTreeSet;
-use std::fmt;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::capacity::check_capacities;
+use crate::counters::{KnownSet, check_consumptions, check_counter_set};
 use crate::device::{AttributeValue, DraDevice};
+use crate::fit::check_fit;
+use crate::keys::{attribute_key_problem, qualified_attribute_key};
 use crate::naming::{check_driver_name, dns_label_problem, dns_subdomain_problem};
-use crate::plan::qualified_attribute_key;
+use crate::pool::PoolContent;
+use crate::problem::DeviceProblem;
+use crate::version::ServerVersion;
 
-/// At most this many attributes (and capacities) per device.
+/// At most this many attributes and capacities together per device.
 pub const MAX_ATTRIBUTES_PER_DEVICE: usize = 32;
-/// At most this many taints per device.
+/// At most this many taints per device (from Kubernetes 1.35 on; 1.34
+/// allows 4, see [`SliceLimits::max_taints_per_device`](crate::SliceLimits)).
 pub const MAX_TAINTS_PER_DEVICE: usize = 16;
 /// The longest string or version attribute value, in bytes.
 pub const MAX_ATTRIBUTE_VALUE_LEN: usize = 64;
-/// The longest attribute identifier (the part after the domain).
-pub const MAX_ATTRIBUTE_ID_LEN: usize = 32;
 
-/// One thing the API server would reject, naming the device and the field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceProblem {
-    /// The device's name; `None` for a problem of the driver itself.
-    pub device: Option<String>,
-    /// The field, in the API's path form (`attributes["gpu.example.com/model"]`, `taints[0].key`).
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
+/// What [`validate_pool`] found, and what is left to publish.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolCheck {
+    /// Every problem found, in the order of the pool's counter sets, then devices.
+    pub problems: Vec<DeviceProblem>,
+    /// The pool without what has problems, in the given order.
+    pub content: PoolContent,
 }
 
-impl fmt::Display for DeviceProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.device {
-            Some(device) => write!(f, "device {device:?}: {}: {}", self.field, self.message),
-            None => write!(f, "{}: {}", self.field, self.message),
-        }
-    }
-}
-
-/// Checks `devices` of `driver` against the API server's rules; empty when all is well.
+/// Checks `devices` of `driver` against the API server's rules; empty when
+/// all is well. A device consuming counters is flagged (a plain list has no
+/// counter sets): use [`validate_pool`] for partitions.
 pub fn validate(driver: &str, devices: &[DraDevice]) -> Vec<DeviceProblem> {
+    validate_pool(
+        driver,
+        &PoolContent::from_devices(devices.to_vec()),
+        ServerVersion::default(),
+    )
+    .problems
+}
+
+/// Checks the pool `content` of `driver` against the rules of a server of
+/// `version` (see the module docs), and leaves out what has problems.
+pub fn validate_pool(driver: &str, content: &PoolContent, version: ServerVersion) -> PoolCheck {
     let mut problems = Vec::new();
     if let Err(error) = check_driver_name(driver) {
         problems.push(DeviceProblem {
@@ -55,14 +69,42 @@ pub fn validate(driver: &str, devices: &[DraDevice]) -> Vec<DeviceProblem> {
             message: error.to_string(),
         });
     }
+
+    let mut set_valid = vec![true; content.counter_sets.len()];
+    let mut set_names = BTreeSet::new();
+    for (index, set) in content.counter_sets.iter().enumerate() {
+        let mut report = |field: &str, message: String| {
+            problems.push(DeviceProblem::of_counter_set(&set.name, field, message));
+            set_valid[index] = false;
+        };
+        check_counter_set(set, version, &mut report);
+        if !set_names.insert(set.name.as_str()) {
+            report(
+                ".name",
+                "another counter set of the pool has the same name".to_owned(),
+            );
+        }
+    }
+    let mut known_sets: BTreeMap<&str, KnownSet<'_>> = BTreeMap::new();
+    for (set, &valid) in content.counter_sets.iter().zip(&set_valid) {
+        // The first of two sets of one name is the one devices consume from.
+        known_sets
+            .entry(set.name.as_str())
+            .or_insert(KnownSet { set, valid });
+    }
+
+    let whole_devices: BTreeSet<&str> = content
+        .devices
+        .iter()
+        .filter(|device| device.partition_of.is_none())
+        .map(|device| device.name.as_str())
+        .collect();
+    let mut device_valid = vec![true; content.devices.len()];
     let mut names = BTreeSet::new();
-    for device in devices {
+    for (index, device) in content.devices.iter().enumerate() {
         let mut report = |field: String, message: String| {
-            problems.push(DeviceProblem {
-                device: Some(device.name.clone()),
-                field,
-                message,
-            })
+            problems.push(DeviceProblem::of_device(&device.name, field, message));
+            device_valid[index] = false;
         };
         if let Some(problem) = dns_label_problem(&device.name) {
             report("name".to_owned(), format!("not a DNS label: {problem}"));
@@ -74,19 +116,59 @@ pub fn validate(driver: &str, devices: &[DraDevice]) -> Vec<DeviceProblem> {
             );
         }
         check_attributes(driver, device, &mut report);
-        check_taints(device, &mut report);
+        check_capacities(driver, device, &mut report);
+        check_taints(device, version.limits().max_taints_per_device, &mut report);
+        check_consumptions(device, &known_sets, version, &mut report);
+        if let Some(whole) = &device.partition_of
+            && !whole_devices.contains(whole.as_str())
+        {
+            report(
+                "partitionOf".to_owned(),
+                format!("the pool has no whole device named {whole:?}"),
+            );
+        }
     }
-    problems
+
+    let keep = |valid: &[bool], index: usize| valid[index];
+    let mut kept = PoolContent {
+        devices: content
+            .devices
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| keep(&device_valid, *index))
+            .map(|(_, device)| device.clone())
+            .collect(),
+        counter_sets: content
+            .counter_sets
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| keep(&set_valid, *index))
+            .map(|(_, set)| set.clone())
+            .collect(),
+    };
+    if !version.separates_counter_sets() {
+        problems.extend(check_fit(&mut kept, version));
+    }
+    PoolCheck {
+        problems,
+        content: kept,
+    }
 }
 
 fn check_attributes(driver: &str, device: &DraDevice, report: &mut impl FnMut(String, String)) {
-    if device.attributes.len() > MAX_ATTRIBUTES_PER_DEVICE {
+    let (attributes, capacities) = (device.attributes.len(), device.capacity.len());
+    if attributes + capacities > MAX_ATTRIBUTES_PER_DEVICE {
+        let (field, counted) = if capacities == 0 {
+            ("attributes", format!("{attributes} attributes"))
+        } else {
+            (
+                "capacity",
+                format!("{attributes} attributes and {capacities} capacities"),
+            )
+        };
         report(
-            "attributes".to_owned(),
-            format!(
-                "{} attributes, more than the {MAX_ATTRIBUTES_PER_DEVICE} allowed",
-                device.attributes.len()
-            ),
+            field.to_owned(),
+            format!("{counted}, more than the {MAX_ATTRIBUTES_PER_DEVICE} allowed together"),
         );
     }
     let mut qualified_keys = BTreeSet::new();
@@ -125,12 +207,12 @@ fn check_attributes(driver: &str, device: &DraDevice, report: &mut impl FnMut(St
     }
 }
 
-fn check_taints(device: &DraDevice, report: &mut impl FnMut(String, String)) {
-    if device.taints.len() > MAX_TAINTS_PER_DEVICE {
+fn check_taints(device: &DraDevice, max: usize, report: &mut impl FnMut(String, String)) {
+    if device.taints.len() > max {
         report(
             "taints".to_owned(),
             format!(
-                "{} taints, more than the {MAX_TAINTS_PER_DEVICE} allowed",
+                "{} taints, more than the {max} allowed",
                 device.taints.len()
             ),
         );
@@ -161,51 +243,8 @@ fn value_length_problem(value: &str) -> Option<String> {
         .then(|| format!("{length} bytes, more than the {MAX_ATTRIBUTE_VALUE_LEN} allowed"))
 }
 
-/// Why `key` is not `[domain/]identifier`, or `None`.
-fn attribute_key_problem(key: &str) -> Option<String> {
-    let (domain, identifier) = match key.split_once('/') {
-        Some((domain, identifier)) => (Some(domain), identifier),
-        None => (None, key),
-    };
-    if let Some(domain) = domain {
-        if domain.len() > 63 {
-            return Some(format!(
-                "the domain {domain:?} is longer than 63 characters"
-            ));
-        }
-        if let Some(problem) = dns_subdomain_problem(domain) {
-            return Some(format!(
-                "the domain {domain:?} is not a DNS subdomain: {problem}"
-            ));
-        }
-    }
-    if identifier.contains('/') {
-        return Some("more than one '/': the key must be [domain/]identifier".to_owned());
-    }
-    c_identifier_problem(identifier)
-}
-
-fn c_identifier_problem(identifier: &str) -> Option<String> {
-    let mut characters = identifier.chars();
-    let Some(first) = characters.next() else {
-        return Some("the identifier is empty".to_owned());
-    };
-    if identifier.len() > MAX_ATTRIBUTE_ID_LEN {
-        return Some(format!(
-            "the identifier {identifier:?} is longer than {MAX_ATTRIBUTE_ID_LEN} characters"
-        ));
-    }
-    let valid_rest = characters.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !(first.is_ascii_alphabetic() || first == '_') || !valid_rest {
-        return Some(format!(
-            "the identifier {identifier:?} is not a C identifier ([A-Za-z_][A-Za-z0-9_]*)"
-        ));
-    }
-    None
-}
-
 /// Why `key` is not a label name (`[prefix/]name`), or `None`.
-fn label_name_problem(key: &str) -> Option<String> {
+pub(crate) fn label_name_problem(key: &str) -> Option<String> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),

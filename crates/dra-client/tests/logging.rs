@@ -46,14 +46,15 @@ async fn failures_warn_once_per_error_state_and_recovery_is_told() {
         .init();
 
     let cluster = Cluster::start().await;
-    let publisher = cluster.publisher(target());
-    let mut status = publisher.status();
 
     // A rejected create: its message names a slice name the server generated
     // anew for each retry, yet it is one error state, so one WARN.
-    let bad = DraDevice::new("gpu9").with_attribute("s", AttributeValue::String("s".repeat(65)));
-    publisher.publish(vec![bad]);
-    status_where(&mut status, "three rejected passes", |s| {
+    let mut bad_pool = target();
+    bad_pool.pool_name = "Bad_Pool".into();
+    let rejected = cluster.publisher(bad_pool);
+    let mut rejected_status = rejected.status();
+    rejected.publish(gpus(1));
+    status_where(&mut rejected_status, "three rejected passes", |s| {
         s.failed_passes >= 3
     })
     .await;
@@ -61,14 +62,24 @@ async fn failures_warn_once_per_error_state_and_recovery_is_told() {
         captured.lines_with("WARN", "publishing ResourceSlices failed"),
         1
     );
-    publisher.publish(gpus(1));
-    status_where(&mut status, "the fixed list published", |s| {
-        s.published.is_some()
-    })
-    .await;
-    assert_eq!(captured.lines_with("INFO", "works again"), 1);
+    rejected.stop().await;
 
-    // An outage is another error state: one more WARN, then one more INFO.
+    // A device the server would reject is left out: one WARN naming it,
+    // however many passes see it.
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    let bad = DraDevice::new("gpu9").with_attribute("s", AttributeValue::String("s".repeat(65)));
+    let mut with_bad = gpus(1);
+    with_bad.push(bad);
+    publisher.publish(with_bad.clone());
+    status_where(&mut status, "a published pool", |s| s.published.is_some()).await;
+    with_bad.reverse();
+    publisher.publish(with_bad);
+    let passes = status.borrow().passes;
+    status_where(&mut status, "another pass", |s| s.passes > passes).await;
+    assert_eq!(captured.lines_with("WARN", "device \"gpu9\""), 1);
+
+    // An outage is an error state: one WARN, then one INFO on recovery.
     cluster.server.set_refusing(true);
     publisher.publish(gpus(2));
     let failed = status.borrow().failed_passes;
@@ -82,7 +93,7 @@ async fn failures_warn_once_per_error_state_and_recovery_is_told() {
     );
     cluster.server.set_refusing(false);
     status_where(&mut status, "recovery", |s| s.error.is_none()).await;
-    assert_eq!(captured.lines_with("INFO", "works again"), 2);
+    assert_eq!(captured.lines_with("INFO", "works again"), 1);
 
     cluster.server.set_taints_dropped(true);
     let mut tainted = gpus(1);

@@ -28,31 +28,56 @@ async fn a_refusing_server_shows_in_the_status_until_it_recovers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rejection_names_the_field_and_a_fixed_list_gets_through() {
+async fn a_rejection_names_the_field() {
     let cluster = Cluster::start().await;
-    let publisher = cluster.publisher(target());
+    let mut bad_pool = target();
+    bad_pool.pool_name = "Bad_Pool".into();
+    let publisher = cluster.publisher(bad_pool);
     let mut status = publisher.status();
-    let bad =
-        DraDevice::new("gpu0").with_attribute("model", AttributeValue::String("m".repeat(65)));
-    publisher.publish(vec![bad]);
+    publisher.publish(gpus(1));
 
     let rejected = status_where(&mut status, "a rejection", |s| s.error.is_some()).await;
     let error = rejected.error.unwrap();
     assert!(error.contains("422"), "{error}");
     assert!(
-        error.contains("spec.devices[0].attributes"),
+        error.contains("spec.pool.name"),
         "the field is named: {error}"
     );
     assert!(error.contains(DRIVER) && error.contains(NODE), "{error}");
     assert!(cluster.our_slices().is_empty());
+    publisher.stop().await;
+}
 
-    publisher.publish(gpus(1));
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_the_server_would_reject_is_left_out_and_named() {
+    let cluster = Cluster::start().await;
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    let bad =
+        DraDevice::new("gpu9").with_attribute("model", AttributeValue::String("m".repeat(65)));
+    let mut devices = gpus(1);
+    devices.push(bad);
+    publisher.publish(devices);
+
+    let published = status_where(&mut status, "a published pool", |s| s.published.is_some()).await;
+    assert_eq!(published.error, None);
+    assert_eq!(published.published.unwrap().devices, 1);
+    assert_eq!(device_names(&cluster.our_slices()), gpu_names(1));
+    assert_eq!(published.problems.len(), 1, "{:?}", published.problems);
+    let problem = &published.problems[0];
+    assert_eq!(problem.device.as_deref(), Some("gpu9"));
+    assert!(
+        problem.field.starts_with("attributes[\"model\"]"),
+        "{problem}"
+    );
+
+    publisher.publish(gpus(2));
     let fixed = status_where(&mut status, "the fixed list published", |s| {
-        s.published.is_some()
+        s.published.as_ref().is_some_and(|p| p.devices == 2)
     })
     .await;
-    assert_eq!(fixed.error, None);
-    assert_eq!(device_names(&cluster.our_slices()), gpu_names(1));
+    assert!(fixed.problems.is_empty(), "{:?}", fixed.problems);
+    assert_eq!(device_names(&cluster.our_slices()), gpu_names(2));
     publisher.stop().await;
 }
 

@@ -2,15 +2,19 @@
 //! server's slices equal to the latest device list it was given.
 //!
 //! [`SlicePublisher::spawn`] starts the task and returns a [`PublisherHandle`].
-//! [`PublisherHandle::publish`] only records the desired devices (the latest
-//! wins, so a burst of calls coalesces into few writes); the task reconciles
+//! [`PublisherHandle::publish_pool`] (or [`PublisherHandle::publish`] for
+//! whole devices only) only records the desired pool (the latest wins, so a
+//! burst of calls coalesces into few writes); the task reconciles
 //! (see [`reconcile`]) whenever the desired list changes or a watch on the
 //! slices shows a change it did not make itself (the kubelet wiping the node's
 //! slices, an edit), at most once per write interval, and retries failures
 //! with jittered exponential backoff that honours the server's `Retry-After`
-//! (see [`pacing`] and [`task`]). Its progress is on
+//! (see [`pacing`] and [`task`]). It learns the server's version once and
+//! plans for it, leaves out what [`crate::validate_pool`] flags, and notices
+//! fields the server drops (see [`drops`]). Its progress is on
 //! [`PublisherHandle::status`].
 
+mod drops;
 mod pacing;
 mod reconcile;
 mod task;
@@ -29,6 +33,9 @@ use tokio_util::sync::CancellationToken;
 use crate::device::DraDevice;
 use crate::error::ApiError;
 use crate::plan::PoolTarget;
+use crate::pool::PoolContent;
+use crate::problem::DeviceProblem;
+use crate::version::ServerVersion;
 
 /// What the publisher has achieved so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,6 +48,19 @@ pub struct PublishStatus {
     /// The API server dropped the taints written (the DRADeviceTaints feature
     /// seems off), so unhealthy devices stay schedulable.
     pub taints_dropped: bool,
+    /// The API server dropped the `sharedCounters`/`consumesCounters` written
+    /// (the DRAPartitionableDevices feature gate is off): from then on only
+    /// whole devices are published, without counters.
+    pub partitions_dropped: bool,
+    /// The API server dropped `allowMultipleAllocations` and the capacities'
+    /// `requestPolicy` (the DRAConsumableCapacity feature gate is off): from
+    /// then on devices are published without sharing.
+    pub consumable_capacity_dropped: bool,
+    /// The API server's version, once learned.
+    pub server_version: Option<ServerVersion>,
+    /// What the last pass left out of the pool and why (see
+    /// [`crate::validate_pool`]); empty when everything was published.
+    pub problems: Vec<DeviceProblem>,
     /// Write requests (create, replace, delete) made so far.
     pub writes: u64,
     /// Reconcile passes completed so far, with or without writes.
@@ -108,7 +128,7 @@ impl SlicePublisher {
 pub struct PublisherHandle {
     api: Api<ResourceSlice>,
     target: PoolTarget,
-    desired: watch::Sender<Option<Arc<Vec<DraDevice>>>>,
+    desired: watch::Sender<Option<Arc<PoolContent>>>,
     write_interval: watch::Sender<Duration>,
     status: watch::Receiver<PublishStatus>,
     stop: CancellationToken,
@@ -116,9 +136,16 @@ pub struct PublisherHandle {
 }
 
 impl PublisherHandle {
-    /// Sets the devices to publish. Never blocks; the latest call wins.
+    /// Sets the devices to publish, whole devices with no counter sets.
+    /// Never blocks; the latest call wins.
     pub fn publish(&self, devices: Vec<DraDevice>) {
-        self.desired.send_replace(Some(Arc::new(devices)));
+        self.publish_pool(PoolContent::from_devices(devices));
+    }
+
+    /// Sets the pool to publish: devices (partitions among them) and the
+    /// counter sets they consume. Never blocks; the latest call wins.
+    pub fn publish_pool(&self, content: PoolContent) {
+        self.desired.send_replace(Some(Arc::new(content)));
     }
 
     /// Sets the shortest time between the starts of two passes (each of

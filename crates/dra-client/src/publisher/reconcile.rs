@@ -1,6 +1,10 @@
 //! One reconcile pass: make the API server's slices of a pool equal to the plan.
 //!
-//! The pass lists the driver's slices on the node. When the plan at the
+//! The first pass learns the server's version (`GET /version`), and keeps
+//! it until the server refuses a write as invalid (422: it may have been
+//! upgraded meanwhile, so the next pass asks again); the plan follows it (see [`crate::plan`]). Each pass leaves out of the pool
+//! what the server was found to drop (see [`super::drops`]) and what
+//! [`validate_pool`] flags, then lists the driver's slices on the node. When the plan at the
 //! generation found there equals them (ignoring server-set metadata and the
 //! taints' `timeAdded`), it writes nothing. Otherwise it bumps the generation
 //! above every one seen, rewrites every slice of the pool (replacing existing
@@ -16,13 +20,19 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::resource::v1::{ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 
-use crate::device::DraDevice;
+use super::drops::{Dropped, without_dropped};
 use crate::error::ApiError;
-use crate::plan::{PoolTarget, plan_slices};
+use crate::plan::{PoolTarget, plan_pool};
+use crate::pool::PoolContent;
+use crate::problem::DeviceProblem;
+use crate::quantity::Quantity;
+use crate::validate::validate_pool;
+use crate::version::ServerVersion;
 
 /// What the publisher remembers between passes.
 #[derive(Debug, Default)]
@@ -34,17 +44,56 @@ pub(crate) struct Memory {
     pub last_generation: i64,
     /// The API server dropped the taints we wrote (DRADeviceTaints off).
     pub taints_dropped: bool,
+    /// Other fields the API server dropped (feature gates off).
+    pub dropped: Dropped,
+    /// The server's version, once learned.
+    pub version: Option<ServerVersion>,
 }
 
 /// What one successful pass found or did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PassOutcome {
     /// The pool generation now on the server.
     pub generation: i64,
     /// How many slices the pool has.
     pub slices: usize,
+    /// How many devices they hold.
+    pub devices: usize,
     /// Write requests (create, replace, delete) this pass made.
     pub writes: u64,
+    /// What was left out of the pool, and why.
+    pub problems: Vec<DeviceProblem>,
+}
+
+/// The server's version: remembered, or asked once (`GET /version`). A
+/// version that cannot be read counts as the newest layout known.
+pub(crate) async fn server_version(
+    api: &Api<ResourceSlice>,
+    target: &PoolTarget,
+    memory: &mut Memory,
+) -> Result<ServerVersion, ApiError> {
+    if let Some(version) = memory.version {
+        return Ok(version);
+    }
+    let info = api
+        .clone()
+        .into_client()
+        .apiserver_version()
+        .await
+        .map_err(|source| {
+            ApiError::request(
+                format!("reading the API server's version for {}", target.describe()),
+                source,
+            )
+        })?;
+    let version = ServerVersion::from_info(&info).unwrap_or_else(|| {
+        let fallback = ServerVersion::default();
+        tracing::warn!(driver = %target.driver, node = %target.node_name, major = %info.major, minor = %info.minor, git_version = %info.git_version, assumed = %fallback, "the API server's version cannot be read; planning ResourceSlices for the newest layout known");
+        fallback
+    });
+    tracing::debug!(driver = %target.driver, node = %target.node_name, %version, "learned the API server's version");
+    memory.version = Some(version);
+    Ok(version)
 }
 
 /// The field selector picking the slices of `target`'s driver on its node.
@@ -95,13 +144,22 @@ pub(crate) async fn delete_slice(
     }
 }
 
-/// Runs one pass for `devices` (see the module docs).
+/// Runs one pass for `content` (see the module docs).
 pub(crate) async fn reconcile(
     api: &Api<ResourceSlice>,
     target: &PoolTarget,
-    devices: &[DraDevice],
+    content: &PoolContent,
     memory: &mut Memory,
 ) -> Result<PassOutcome, ApiError> {
+    let version = server_version(api, target, memory).await?;
+    let check = validate_pool(
+        &target.driver,
+        &without_dropped(content, memory.dropped),
+        version,
+    );
+    let content = check.content;
+    let devices = content.devices.len();
+    let problems = check.problems;
     let existing = list_slices(api, target).await?;
     let server_generation = existing.iter().map(|s| s.spec.pool.generation).max();
     let (mut ours, foreign): (Vec<ResourceSlice>, Vec<ResourceSlice>) = existing
@@ -112,7 +170,7 @@ pub(crate) async fn reconcile(
     if foreign.is_empty()
         && let Some(generation) = single_generation(&ours)
     {
-        let mut planned = plan_slices(target, devices, generation);
+        let mut planned = plan_pool(target, &content, version, generation);
         if memory.taints_dropped {
             planned.iter_mut().for_each(strip_taints);
         }
@@ -129,7 +187,9 @@ pub(crate) async fn reconcile(
             return Ok(PassOutcome {
                 generation,
                 slices: ours.len(),
+                devices,
                 writes: 0,
+                problems,
             });
         }
     }
@@ -137,7 +197,7 @@ pub(crate) async fn reconcile(
     // A pass that wrote nothing leaves `last_generation`, so retries after a
     // rejection do not climb; one that wrote part of the pool moves it on.
     let generation = server_generation.unwrap_or(0).max(memory.last_generation) + 1;
-    let mut planned = plan_slices(target, devices, generation);
+    let mut planned = plan_pool(target, &content, version, generation);
     keep_taint_times(&mut planned, &ours);
 
     let mut writes = 0;
@@ -145,6 +205,7 @@ pub(crate) async fn reconcile(
     let planned_count = planned.len();
     for spec in planned {
         let sent_taints = has_taints(&spec);
+        let sent = spec.clone();
         let written = match surplus.next() {
             Some(old) => {
                 let name = old.name_any();
@@ -194,6 +255,7 @@ pub(crate) async fn reconcile(
         if sent_taints {
             memory.taints_dropped = !has_taints(&written.spec);
         }
+        memory.dropped = memory.dropped.dropped_by(&sent, &written.spec);
     }
     for old in surplus.chain(foreign) {
         let name = old.name_any();
@@ -204,7 +266,9 @@ pub(crate) async fn reconcile(
     Ok(PassOutcome {
         generation,
         slices: planned_count,
+        devices,
         writes,
+        problems,
     })
 }
 
@@ -233,15 +297,53 @@ fn strip_taints(spec: &mut ResourceSliceSpec) {
 }
 
 /// `spec` without what the server may add or we do not compare: the taints'
-/// `timeAdded`, and empty lists or maps that mean the same as absent ones.
+/// `timeAdded`, empty lists or maps that mean the same as absent ones, and
+/// the spelling of quantities.
 fn normalized(spec: &ResourceSliceSpec) -> ResourceSliceSpec {
     let mut spec = spec.clone();
     if spec.devices.as_ref().is_some_and(Vec::is_empty) {
         spec.devices = None;
     }
+    if spec.shared_counters.as_ref().is_some_and(Vec::is_empty) {
+        spec.shared_counters = None;
+    }
+    for set in spec.shared_counters.iter_mut().flatten() {
+        for counter in set.counters.values_mut() {
+            canonical(&mut counter.value);
+        }
+    }
     for device in spec.devices.iter_mut().flatten() {
         if device.attributes.as_ref().is_some_and(|a| a.is_empty()) {
             device.attributes = None;
+        }
+        if device.capacity.as_ref().is_some_and(|c| c.is_empty()) {
+            device.capacity = None;
+        }
+        if device.consumes_counters.as_ref().is_some_and(Vec::is_empty) {
+            device.consumes_counters = None;
+        }
+        if device.allow_multiple_allocations == Some(false) {
+            device.allow_multiple_allocations = None;
+        }
+        for consumption in device.consumes_counters.iter_mut().flatten() {
+            for counter in consumption.counters.values_mut() {
+                canonical(&mut counter.value);
+            }
+        }
+        for capacity in device.capacity.iter_mut().flat_map(|c| c.values_mut()) {
+            canonical(&mut capacity.value);
+            if let Some(policy) = &mut capacity.request_policy {
+                policy.default.iter_mut().for_each(canonical);
+                policy.valid_values.iter_mut().flatten().for_each(canonical);
+                if policy.valid_values.as_ref().is_some_and(Vec::is_empty) {
+                    policy.valid_values = None;
+                }
+                if let Some(range) = &mut policy.valid_range {
+                    canonical(&mut range.min);
+                    range.max.iter_mut().for_each(canonical);
+                    range.step.iter_mut().for_each(canonical);
+                }
+            }
         }
         match &mut device.taints {
             Some(taints) if taints.is_empty() => device.taints = None,
@@ -255,6 +357,14 @@ fn normalized(spec: &ResourceSliceSpec) -> ResourceSliceSpec {
         }
     }
     spec
+}
+
+/// The API server writes quantities in its own canonical form (`1024Mi`
+/// comes back as `1Gi`): compare amounts, not spellings.
+fn canonical(quantity: &mut ApiQuantity) {
+    if let Ok(amount) = Quantity::parse(&quantity.0) {
+        quantity.0 = amount.to_string();
+    }
 }
 
 /// Whether the planned specs and those on the server hold the same content, in any order.

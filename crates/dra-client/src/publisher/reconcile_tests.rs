@@ -1,7 +1,8 @@
 //! Unit tests of the pure parts of a reconcile pass.
 
 use super::*;
-use crate::device::{DeviceTaint, TaintEffect};
+use crate::device::{DeviceTaint, DraDevice, TaintEffect};
+use crate::plan::plan_slices;
 use k8s_openapi::jiff::Timestamp;
 
 fn target() -> PoolTarget {

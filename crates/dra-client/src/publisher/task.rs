@@ -9,7 +9,10 @@
 //! meanwhile coalesce and the pass then writes the newest list, so a broken
 //! or overloaded server is never hammered and a flapping device costs at most
 //! one pass per interval. Errors are logged at WARN once per change of error
-//! state (what failed, the HTTP status, the wait), recovery at INFO.
+//! state (what failed, the HTTP status, the wait), recovery at INFO; what
+//! the pass left out of the pool at WARN when it changes; a kind of field
+//! found dropped by the server at WARN once, followed by another pass that
+//! publishes without it.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -25,14 +28,15 @@ use tokio_util::sync::CancellationToken;
 use super::pacing::Pacing;
 use super::reconcile::{Memory, field_selector, reconcile};
 use super::{PublishStatus, PublishedPool};
-use crate::device::DraDevice;
 use crate::plan::PoolTarget;
+use crate::pool::PoolContent;
+use crate::problem::DeviceProblem;
 
 /// Everything the task owns.
 pub(crate) struct PublisherTask {
     pub api: Api<ResourceSlice>,
     pub target: PoolTarget,
-    pub desired: watch::Receiver<Option<Arc<Vec<DraDevice>>>>,
+    pub desired: watch::Receiver<Option<Arc<PoolContent>>>,
     pub write_interval: watch::Receiver<Duration>,
     pub status: watch::Sender<PublishStatus>,
     pub stop: CancellationToken,
@@ -51,6 +55,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
     let mut pacing = Pacing::new(*task.write_interval.borrow_and_update());
     let mut dirty = false;
     let mut last_error: Option<String> = None;
+    let mut last_problems: Vec<DeviceProblem> = Vec::new();
     let driver = task.target.driver.clone();
     let node = task.target.node_name.clone();
 
@@ -66,13 +71,14 @@ pub(crate) async fn run(mut task: PublisherTask) {
             current.clone()
         };
         let pending = dirty && desired.is_some();
-        if let Some(devices) = desired.filter(|_| pending && pacing.allows(Instant::now())) {
+        if let Some(content) = desired.filter(|_| pending && pacing.allows(Instant::now())) {
             dirty = false;
             pacing.started(Instant::now());
             let was_dropping_taints = memory.taints_dropped;
+            let was_dropping = memory.dropped;
             let pass = tokio::select! {
                 _ = task.stop.cancelled() => break,
-                pass = reconcile(&task.api, &task.target, &devices, &mut memory) => pass,
+                pass = reconcile(&task.api, &task.target, &content, &mut memory) => pass,
             };
             match pass {
                 Ok(outcome) => {
@@ -83,17 +89,24 @@ pub(crate) async fn run(mut task: PublisherTask) {
                     if outcome.writes > 0 {
                         tracing::debug!(%driver, %node, generation = outcome.generation, slices = outcome.slices, writes = outcome.writes, "published ResourceSlices");
                     }
+                    if outcome.problems != last_problems {
+                        for problem in &outcome.problems {
+                            tracing::warn!(%driver, %node, "left out of the ResourceSlices: {problem}");
+                        }
+                        last_problems = outcome.problems.clone();
+                    }
                     task.status.send_modify(|status| {
                         status.published = Some(PublishedPool {
                             generation: outcome.generation,
                             slices: outcome.slices,
-                            devices: devices.len(),
+                            devices: outcome.devices,
                             at: SystemTime::now(),
                         });
                         status.error = None;
                         status.writes += outcome.writes;
                         status.passes += 1;
-                        status.taints_dropped = memory.taints_dropped;
+                        status.problems = outcome.problems;
+                        copy_memory(status, &memory);
                     });
                 }
                 Err(error) => {
@@ -104,6 +117,11 @@ pub(crate) async fn run(mut task: PublisherTask) {
                         Some(code) => format!("{error}: {code}"),
                         None => summary.clone(),
                     };
+                    // A server that refuses what was planned for its version
+                    // may have been upgraded: ask its version again.
+                    if error.http_status() == Some(422) {
+                        memory.version = None;
+                    }
                     let retry_after = error.retry_after();
                     let wait = pacing.failed(Instant::now(), retry_after);
                     if last_error.as_ref() != Some(&error_state) {
@@ -113,7 +131,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
                     task.status.send_modify(|status| {
                         status.error = Some(summary.clone());
                         status.failed_passes += 1;
-                        status.taints_dropped = memory.taints_dropped;
+                        copy_memory(status, &memory);
                     });
                     last_error = Some(error_state);
                 }
@@ -121,6 +139,14 @@ pub(crate) async fn run(mut task: PublisherTask) {
             if memory.taints_dropped && !was_dropping_taints {
                 tracing::warn!(%driver, %node, "the API server dropped the device taints written: the DRADeviceTaints feature seems off on this cluster (as it is before Kubernetes 1.37), so unhealthy devices stay schedulable");
             }
+            if memory.dropped.partitions && !was_dropping.partitions {
+                tracing::error!(%driver, %node, "the API server dropped sharedCounters/consumesCounters: the DRAPartitionableDevices feature gate is off; publishing whole devices only");
+            }
+            if memory.dropped.sharing && !was_dropping.sharing {
+                tracing::error!(%driver, %node, "the API server dropped allowMultipleAllocations/requestPolicy: the DRAConsumableCapacity feature gate is off; publishing devices without sharing");
+            }
+            // What was written with the dropped fields is rewritten without them.
+            dirty |= memory.dropped != was_dropping;
             continue;
         }
 
@@ -145,6 +171,14 @@ pub(crate) async fn run(mut task: PublisherTask) {
             },
         }
     }
+}
+
+/// Copies what the publisher learned about the server into `status`.
+fn copy_memory(status: &mut PublishStatus, memory: &Memory) {
+    status.taints_dropped = memory.taints_dropped;
+    status.partitions_dropped = memory.dropped.partitions;
+    status.consumable_capacity_dropped = memory.dropped.sharing;
+    status.server_version = memory.version;
 }
 
 /// Whether a watch event shows a change this publisher did not make itself.
