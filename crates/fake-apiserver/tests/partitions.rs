@@ -246,8 +246,9 @@ async fn a_1_35_pool_keeps_its_counters_in_slices_of_their_own() {
             .await
             .expect("a set name twice in the pool is not checked");
 
+        type Build = fn(&str) -> ResourceSlice;
         type Break = fn(&mut ResourceSlice);
-        let cases: &[(&str, fn(&str) -> ResourceSlice, Break, &str, &str)] = &[
+        let cases: &[(&str, Build, Break, &str, &str)] = &[
             (
                 "devices next to counter sets",
                 |n| counter_slice(n, 1, 1),
