@@ -17,6 +17,7 @@ mod ops;
 mod package;
 mod plugin_watcher;
 mod polyglot;
+mod polyglot_dra;
 mod recipes;
 mod reload;
 mod visibility;

@@ -38,6 +38,7 @@ typedef wasm_device_plugin_policy_types_device_condition_t condition_t;
 typedef exports_wasm_device_plugin_policy_dra_layout_counter_t counter_t;
 typedef exports_wasm_device_plugin_policy_dra_layout_list_counter_t counters_t;
 typedef exports_wasm_device_plugin_policy_dra_layout_list_counter_consumption_t consumption_t;
+typedef exports_wasm_device_plugin_policy_dra_layout_list_capacity_t capacities_t;
 typedef exports_wasm_device_plugin_policy_dra_layout_partition_t partition_t;
 
 static wdp_str S(const string_t *s) { return wdp_s(s->ptr, s->len); }
@@ -169,7 +170,7 @@ bool exports_wasm_device_plugin_policy_dra_layout_describe(
             /* The whole PF takes every VF and queue pair: it excludes its VFs. */
             ret->devices.ptr[n].id = copy(S(&d->id));
             ret->devices.ptr[n].consumes_counters = consumes(n, vfs[n], queue_pairs);
-            ret->devices.ptr[n].capacity.len = 0;
+            ret->devices.ptr[n].capacity = (capacities_t){NULL, 0}; /* even empty, an aligned pointer */
             ret->devices.ptr[n].allow_multiple_allocations = false;
             for (uint32_t i = 0; i < vfs[n]; i++, part++) {
                 wdp_buf id = {0};
@@ -184,7 +185,7 @@ bool exports_wasm_device_plugin_policy_dra_layout_describe(
                 part->attributes.ptr[0] = (pair_t){copy(C("vf-index")), number(i)};
                 part->attributes.ptr[1] = (pair_t){copy(C("pf-address")), copy(pf)};
                 part->consumes_counters = consumes(n, 1, queue_pairs / vfs[n]);
-                part->capacity.len = 0;
+                part->capacity = (capacities_t){NULL, 0};
             }
         }
     }

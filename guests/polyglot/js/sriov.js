@@ -61,6 +61,10 @@ function netdev(pf) {
   return (new Map(candidate.attributes).get('pci.net') ?? '').split(',')[0];
 }
 
+/** The `err` string of a failed import call (the call throws an Error
+ * carrying it). */
+const why = (error) => (typeof error === 'string' ? error : (error?.payload ?? error?.message ?? `${error}`));
+
 /** Thrown strings become the `err` of the result; anything else thrown
  * would trap with "expected a string": turn it into an error message. */
 function hook(body) {
@@ -118,7 +122,7 @@ export const draPrepare = {
         try {
           writeAttribute(pf, create, String(i));
         } catch (error) {
-          throw `${device.id}: cannot create VF ${i} of ${pf}: ${error}`;
+          throw `${device.id}: cannot create VF ${i} of ${pf}: ${why(error)}`;
         }
         log('info', `${device.id}: created VF ${i} of ${pf}`);
         const name = netdev(pf);
@@ -147,7 +151,7 @@ export const draUnprepare = {
         try {
           writeAttribute(pf, remove, `-${i}`);
         } catch (error) {
-          throw `${device.id}: cannot remove VF ${i} of ${pf}: ${error}`;
+          throw `${device.id}: cannot remove VF ${i} of ${pf}: ${why(error)}`;
         }
         log('info', `${device.id}: removed VF ${i} of ${pf}`);
       }
