@@ -183,3 +183,216 @@ fn semver_accepts_the_spec_examples() {
         assert!(super::semver_problem(bad).is_some(), "{bad}");
     }
 }
+
+// ---- pools: counter sets, partitions, capacities, per-version limits ----
+
+use crate::device::Capacity;
+use crate::pool::{CounterSet, PoolContent};
+use crate::version::ServerVersion;
+
+fn names(content: &PoolContent) -> Vec<&str> {
+    content.devices.iter().map(|d| d.name.as_str()).collect()
+}
+
+fn gpu_pool() -> PoolContent {
+    PoolContent {
+        counter_sets: vec![CounterSet::new(
+            "gpu0-counters",
+            [("memory", "40Gi"), ("slices", "2")],
+        )],
+        devices: vec![
+            DraDevice::new("gpu0")
+                .consuming("gpu0-counters", [("memory", "40Gi"), ("slices", "2")]),
+            DraDevice::new("gpu0-half0")
+                .consuming("gpu0-counters", [("memory", "20Gi"), ("slices", "1")])
+                .partition_of("gpu0"),
+            DraDevice::new("gpu0-half1")
+                .consuming("gpu0-counters", [("memory", "20Gi"), ("slices", "1")])
+                .partition_of("gpu0"),
+        ],
+    }
+}
+
+#[test]
+fn a_good_partitioned_pool_is_kept_whole_on_every_version() {
+    for version in [ServerVersion::V1_34, ServerVersion::V1_35] {
+        let check = validate_pool(DRIVER, &gpu_pool(), version);
+        assert_eq!(check.problems, vec![], "{version}");
+        assert_eq!(check.content, gpu_pool(), "{version}");
+    }
+}
+
+#[test]
+fn a_bad_device_is_left_out_and_the_rest_kept() {
+    let mut pool = gpu_pool();
+    pool.devices[1] = pool.devices[1]
+        .clone()
+        .with_attribute("s", AttributeValue::String("s".repeat(65)));
+    pool.devices
+        .push(DraDevice::new("gpu0-half2").partition_of("gpu9"));
+    let check = validate_pool(DRIVER, &pool, ServerVersion::V1_35);
+    assert_eq!(
+        fields_of(&check.problems),
+        vec![
+            (Some("gpu0-half0"), "attributes[\"s\"].string"),
+            (Some("gpu0-half2"), "partitionOf")
+        ]
+    );
+    assert!(
+        check.problems[1]
+            .message
+            .contains("no whole device named \"gpu9\"")
+    );
+    assert_eq!(names(&check.content), vec!["gpu0", "gpu0-half1"]);
+    assert_eq!(check.content.counter_sets.len(), 1);
+}
+
+#[test]
+fn a_bad_counter_set_is_left_out_with_its_consumers() {
+    let mut pool = gpu_pool();
+    pool.counter_sets[0]
+        .counters
+        .insert("Power".into(), "300".into());
+    pool.devices.push(DraDevice::new("nic0"));
+    let check = validate_pool(DRIVER, &pool, ServerVersion::V1_35);
+    assert_eq!(
+        fields_of(&check.problems),
+        vec![
+            (
+                None,
+                "sharedCounters[\"gpu0-counters\"].counters[\"Power\"]"
+            ),
+            (Some("gpu0"), "consumesCounters[0].counterSet"),
+            (Some("gpu0-half0"), "consumesCounters[0].counterSet"),
+            (Some("gpu0-half1"), "consumesCounters[0].counterSet"),
+        ]
+    );
+    assert_eq!(names(&check.content), vec!["nic0"]);
+    assert!(check.content.counter_sets.is_empty());
+    assert!(
+        check.problems[0]
+            .to_string()
+            .starts_with("sharedCounters[\"gpu0-counters\"]")
+    );
+}
+
+#[test]
+fn counter_set_names_are_unique_in_the_pool() {
+    let mut pool = gpu_pool();
+    pool.counter_sets.push(pool.counter_sets[0].clone());
+    let check = validate_pool(DRIVER, &pool, ServerVersion::V1_35);
+    assert_eq!(
+        fields_of(&check.problems),
+        vec![(None, "sharedCounters[\"gpu0-counters\"].name")]
+    );
+    // The first set of the name stays, with its consumers.
+    assert_eq!(check.content.counter_sets.len(), 1);
+    assert_eq!(check.content.devices.len(), 3);
+}
+
+#[test]
+fn on_1_34_a_group_too_big_for_one_slice_is_cut() {
+    // 17 sets of 2 counters each consumed by one device: 34 counters tied
+    // together, more than one 1.34 slice holds; on 1.35 sets stand alone.
+    let mut pool = PoolContent::default();
+    let mut bridge = DraDevice::new("bridge");
+    for i in 0..17 {
+        let name = format!("set{i:02}");
+        pool.counter_sets
+            .push(CounterSet::new(name.clone(), [("a", "1"), ("b", "1")]));
+        bridge = bridge.consuming(name, [("a", "1")]);
+    }
+    pool.devices.push(bridge);
+    pool.devices.push(DraDevice::new("other"));
+    let check = validate_pool(DRIVER, &pool, ServerVersion::V1_34);
+    assert_eq!(check.problems.len(), 18, "{:#?}", check.problems);
+    assert!(
+        check.problems[0].message.contains("34 counters"),
+        "{}",
+        check.problems[0]
+    );
+    assert_eq!(names(&check.content), vec!["other"]);
+    assert!(check.content.counter_sets.is_empty());
+
+    // 130 consumers of one set: 128 fit a slice, the last 2 by name do not.
+    let mut pool = PoolContent {
+        counter_sets: vec![CounterSet::new("s", [("a", "200")])],
+        devices: (0..130)
+            .map(|i| DraDevice::new(format!("d{i:03}")).consuming("s", [("a", "1")]))
+            .collect(),
+    };
+    let check = validate_pool(DRIVER, &pool, ServerVersion::V1_34);
+    assert_eq!(
+        fields_of(&check.problems),
+        vec![
+            (Some("d128"), "consumesCounters"),
+            (Some("d129"), "consumesCounters")
+        ]
+    );
+    assert_eq!(check.content.devices.len(), 128);
+    assert!(
+        validate_pool(DRIVER, &pool, ServerVersion::V1_35)
+            .problems
+            .is_empty()
+    );
+
+    // A taint among them makes it 64.
+    pool.devices[0] = pool.devices[0].clone().with_taint(DeviceTaint {
+        key: "gpu.example.com/unhealthy".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    });
+    let check = validate_pool(DRIVER, &pool, ServerVersion::V1_34);
+    assert_eq!(check.content.devices.len(), 64);
+}
+
+#[test]
+fn taint_limits_follow_the_version() {
+    let mut device = DraDevice::new("gpu0");
+    for i in 0..5 {
+        device = device.with_taint(DeviceTaint {
+            key: format!("example.com/t{i}"),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        });
+    }
+    let pool = PoolContent::from_devices(vec![device]);
+    let on_1_34 = validate_pool(DRIVER, &pool, ServerVersion::V1_34);
+    assert_eq!(fields_of(&on_1_34.problems), vec![(Some("gpu0"), "taints")]);
+    assert!(on_1_34.content.devices.is_empty());
+    assert!(
+        validate_pool(DRIVER, &pool, ServerVersion::V1_35)
+            .problems
+            .is_empty()
+    );
+}
+
+#[test]
+fn attributes_and_capacities_count_together() {
+    let mut device = DraDevice::new("gpu0");
+    for i in 0..30 {
+        device = device.with_attribute(format!("a{i}"), AttributeValue::Int(i));
+    }
+    let fine = device
+        .clone()
+        .with_capacity("c0", Capacity::new("1"))
+        .with_capacity("c1", Capacity::new("1"));
+    assert_eq!(validate(DRIVER, &[fine.clone()]), vec![]);
+    let crowded = fine.with_capacity("c2", Capacity::new("1"));
+    let problems = validate(DRIVER, &[crowded]);
+    assert_eq!(fields_of(&problems), vec![(Some("gpu0"), "capacity")]);
+    assert!(
+        problems[0]
+            .message
+            .contains("30 attributes and 3 capacities")
+    );
+}
+
+#[test]
+fn a_plain_device_list_cannot_consume_counters() {
+    let device = DraDevice::new("gpu0").consuming("gpu0-counters", [("memory", "1Gi")]);
+    assert_eq!(
+        fields_of(&validate(DRIVER, &[device])),
+        vec![(Some("gpu0"), "consumesCounters[0].counterSet")]
+    );
+}
