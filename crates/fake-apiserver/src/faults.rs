@@ -62,6 +62,7 @@ impl Faults {
             return Some(ApiError::unauthorized().into_response());
         }
         if self.garbage_claims.load(Ordering::SeqCst)
+            && request.method() == axum::http::Method::GET
             && request.uri().path().contains("/resourceclaims")
         {
             return Some(

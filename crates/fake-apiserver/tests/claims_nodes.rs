@@ -1,5 +1,5 @@
 //! ResourceClaims and Nodes put by the test and read by the client, merge patches on slices,
-//! and the `/version` endpoint.
+//! and the `/version` endpoint with the served minor version.
 
 mod common;
 
@@ -84,6 +84,24 @@ async fn nodes_and_version() {
         (version.major.as_str(), version.minor.as_str()),
         ("1", "34")
     );
+    h.server.set_served_minor(36);
+    assert_eq!(h.server.served_minor(), 36);
+    let version = h.client.apiserver_version().await.unwrap();
+    assert_eq!(
+        (
+            version.major.as_str(),
+            version.minor.as_str(),
+            version.git_version.as_str()
+        ),
+        ("1", "36", "v1.36.0-wdp-fake")
+    );
+}
+
+#[tokio::test]
+#[should_panic(expected = "resource.k8s.io/v1 is served from 1.34 on")]
+async fn versions_before_1_34_are_not_served() {
+    let h = start().await;
+    h.server.set_served_minor(33);
 }
 
 #[tokio::test]

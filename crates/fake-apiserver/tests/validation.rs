@@ -448,7 +448,7 @@ async fn the_valid_limits_are_accepted() {
 }
 
 #[tokio::test]
-async fn updates_are_validated_and_node_and_driver_are_immutable() {
+async fn updates_are_validated_and_node_driver_and_pool_are_immutable() {
     let h = start().await;
     let api: Api<ResourceSlice> = Api::all(h.client.clone());
     let created = api
@@ -466,6 +466,17 @@ async fn updates_are_validated_and_node_and_driver_are_immutable() {
         status
             .message
             .contains("spec.nodeName: Invalid value: \"node-2\": field is immutable"),
+        "{}",
+        status.message
+    );
+
+    let mut repooled = created.clone();
+    repooled.spec.pool.name = "other-pool".into();
+    let status = api_error(api.replace("a", &PostParams::default(), &repooled).await);
+    assert!(
+        status
+            .message
+            .contains("spec.pool.name: Invalid value: \"other-pool\": field is immutable"),
         "{}",
         status.message
     );
