@@ -146,3 +146,7 @@ impl SliceLimits {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "version_tests.rs"]
+mod tests;

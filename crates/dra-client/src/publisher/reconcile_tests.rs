@@ -101,3 +101,36 @@ fn only_slices_sharing_one_generation_count_as_a_pool() {
     assert_eq!(single_generation(&[a, c]), None);
     assert_eq!(single_generation(&[]), None);
 }
+
+#[test]
+fn quantities_compare_by_amount_not_spelling() {
+    use crate::device::{Capacity, CapacityPolicy};
+    use crate::plan::plan_pool;
+    use crate::pool::{CounterSet, PoolContent};
+    use crate::version::ServerVersion;
+
+    let content = |memory: &str, default: &str| PoolContent {
+        counter_sets: vec![CounterSet::new("gpu0", [("memory", memory)])],
+        devices: vec![
+            DraDevice::new("gpu0").consuming("gpu0", [("memory", memory)]),
+            DraDevice::new("nic0").shared().with_capacity(
+                "bandwidth",
+                Capacity::new("10G").with_policy(CapacityPolicy {
+                    default: Some(default.into()),
+                    ..CapacityPolicy::default()
+                }),
+            ),
+        ],
+    };
+    let planned = plan_pool(
+        &target(),
+        &content("1024Mi", "1000M"),
+        ServerVersion::V1_34,
+        1,
+    );
+    // The server answers in its canonical spelling.
+    let on_server = plan_pool(&target(), &content("1Gi", "1G"), ServerVersion::V1_34, 1);
+    assert!(same_content(&planned, on_server.iter()));
+    let more = plan_pool(&target(), &content("2Gi", "1G"), ServerVersion::V1_34, 1);
+    assert!(!same_content(&more, on_server.iter()));
+}
