@@ -20,6 +20,7 @@ DRA_GROUP = "resource.k8s.io/"
 # resource -> verbs the DRA mode needs (api group, resource).
 DRA_RULES = {
     ("resource.k8s.io", "resourceclaims"): {"get"},
+    ("resource.k8s.io", "resourceclaims/status"): {"update"},
     ("resource.k8s.io", "resourceslices"): {"get", "list", "watch", "create", "update", "delete"},
     ("", "nodes"): {"get"},
 }

@@ -29,6 +29,7 @@ EXAMPLES=(
   allocate-shaper
   pre-start-check
   iommu-group
+  gpu-partitions
 )
 
 sysroot="$(rustc --print sysroot)"

@@ -41,8 +41,19 @@ pub struct PreparedDevice {
     pub pool_name: String,
     /// Its DRA device name.
     pub device_name: String,
-    /// The host's device ID it maps back to.
+    /// The host's device ID it maps back to: an advertised device's, or a
+    /// partition's.
     pub device_id: String,
+    /// For a partition: the advertised device it is part of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_of: Option<String>,
+    /// Capacity the allocation consumed of a shared device, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumed_capacity: Vec<(String, String)>,
+    /// Whether the device allows several allocations at once (then it is
+    /// not held exclusively either).
+    #[serde(default)]
+    pub shared: bool,
     /// Fully qualified CDI device IDs the runtime injects.
     pub cdi_device_ids: Vec<String>,
     /// The allocation's share ID, passed through.
@@ -66,6 +77,10 @@ pub struct PreparedClaim {
     /// The CDI spec file written for it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cdi_spec: Option<PathBuf>,
+    /// Whether device statuses were written into the claim (removed at
+    /// unprepare).
+    #[serde(default)]
+    pub status_written: bool,
 }
 
 /// The file's content.
@@ -318,7 +333,7 @@ impl Checkpoint {
                 claim
                     .devices
                     .iter()
-                    .any(|d| d.device_id == device_id && !d.admin_access)
+                    .any(|d| d.device_id == device_id && !d.admin_access && !d.shared)
             })
             .map(|(other, _)| other.as_str())
     }
@@ -419,11 +434,15 @@ mod tests {
                 pool_name: "node-a".into(),
                 device_name: device_id.into(),
                 device_id: device_id.into(),
+                partition_of: None,
+                consumed_capacity: Vec::new(),
+                shared: false,
                 cdi_device_ids: vec![format!("example.com/gpu=uid-{device_id}")],
                 share_id: None,
                 admin_access,
             }],
             cdi_spec: Some(PathBuf::from("/var/run/cdi/x.json")),
+            status_written: false,
         }
     }
 

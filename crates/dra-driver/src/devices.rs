@@ -23,7 +23,18 @@
 //! Health becomes a taint: an unhealthy device carries key
 //! `<driver>/unhealthy` ([`unhealthy_taint_key`]), the reason made a label
 //! value by [`taint_value`] as its value, effect `NoSchedule`; a healthy
-//! device carries none, so recovery removes the taint.
+//! device carries none, so recovery removes the taint. A `device-taints`
+//! guest's taints come first (an unqualified key gets `<driver>/`); the
+//! health taint follows unless the guest gave its key itself.
+//!
+//! The `dra-layout` guest's answer (WIT 0.1.2) adds the counter sets of
+//! the pool, each device's counter consumption, capacity and whether it
+//! may be allocated several times, and partitions: devices of their own,
+//! named from their IDs like any device, carrying their parent's
+//! attributes, health and taints plus their own attributes, and marked
+//! [`DraDevice::partition_of`] their parent's DRA name. A partition's
+//! ID (a DNS label: the layout check refuses anything else) is its DRA
+//! name as it is; one that equals a device's DRA name is left out.
 //!
 //! The functions are pure: problems come back as [`DeviceProblem`]s for
 //! the caller to log (once per change, not once per publish).
@@ -32,9 +43,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use wdp_dra_client::naming;
-use wdp_dra_client::{AttributeValue, DeviceTaint, DraDevice, TaintEffect};
+use wdp_dra_client::{
+    AttributeValue, Capacity, CapacityPolicy, CapacityRange, CounterConsumption, CounterSet,
+    DeviceTaint, DraDevice, TaintEffect,
+};
 
+use wdp_policy::types as wit;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
+use wdp_resource::dra_layout::DraExtras;
 
 /// The attribute holding the device's NUMA node (when it has exactly one).
 pub const NUMA_NODE_ATTRIBUTE: &str = "resource.kubernetes.io/numaNode";
@@ -92,21 +108,184 @@ impl fmt::Display for DeviceProblem {
 /// The DRA devices of a device set, with what could not be published.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DraDeviceList {
-    /// One device per advertised ID that has a DRA name, in ID order.
+    /// One device per advertised ID that has a DRA name, in ID order, then
+    /// the partitions in ID order.
     pub devices: Vec<DraDevice>,
+    /// The pool's counter sets (from the `dra-layout` guest).
+    pub counter_sets: Vec<CounterSet>,
     /// What was left out, and why.
     pub problems: Vec<DeviceProblem>,
 }
 
 /// The DRA devices of `set` for `driver` (see the module docs).
 pub fn dra_devices(driver: &str, set: &DeviceSet) -> DraDeviceList {
-    let mut list = DraDeviceList::default();
+    let extras = set.dra();
+    let mut list = DraDeviceList {
+        counter_sets: extras.counter_sets.iter().map(counter_set).collect(),
+        ..DraDeviceList::default()
+    };
     for device in set.devices() {
-        if let Some(dra) = dra_device(driver, device, &mut list.problems) {
+        if let Some(mut dra) = dra_device(driver, device, &mut list.problems) {
+            apply_extras(driver, extras, device, &mut dra);
+            list.devices.push(dra);
+        }
+    }
+    for partition in extras.partitions.values() {
+        if list.devices.iter().any(|d| d.name == partition.id) {
+            list.problems.push(DeviceProblem::Unnamed {
+                id: partition.id.clone(),
+                reason: "a device of the resource is published under that name".to_owned(),
+            });
+            continue;
+        }
+        let Some(parent) = set
+            .devices()
+            .iter()
+            .find(|d| d.device.device_id == partition.parent)
+        else {
+            continue;
+        };
+        if let Some(dra) = partition_device(driver, extras, parent, partition, &mut list.problems) {
             list.devices.push(dra);
         }
     }
     list
+}
+
+/// Adds the layout and guest taints of `device` (an advertised device) to
+/// its DRA device.
+fn apply_extras(driver: &str, extras: &DraExtras, device: &AdvertisedDevice, dra: &mut DraDevice) {
+    let device_id = &device.device.device_id;
+    if let Some(layout) = extras.devices.get(device_id) {
+        dra.consumes_counters = layout.consumes_counters.iter().map(consumption).collect();
+        dra.capacity = layout.capacity.iter().map(capacity).collect();
+        dra.allow_multiple_allocations = layout.allow_multiple_allocations;
+    }
+    merge_guest_taints(driver, extras, device_id, &mut dra.taints);
+}
+
+/// Puts the `device-taints` guest's taints of `device_id` before the
+/// health taint in `taints`, which stays unless the guest used its key.
+fn merge_guest_taints(
+    driver: &str,
+    extras: &DraExtras,
+    device_id: &str,
+    taints: &mut Vec<DeviceTaint>,
+) {
+    let Some(guest) = extras.taints.get(device_id) else {
+        return;
+    };
+    let health = std::mem::take(taints);
+    *taints = guest.iter().map(|t| guest_taint(driver, t)).collect();
+    for taint in health {
+        if !taints.iter().any(|t| t.key == taint.key) {
+            taints.push(taint);
+        }
+    }
+}
+
+/// A partition as a DRA device: its parent's attributes, health and
+/// taints, then its own attributes, counters and capacity.
+fn partition_device(
+    driver: &str,
+    extras: &DraExtras,
+    parent: &AdvertisedDevice,
+    partition: &wit::Partition,
+    problems: &mut Vec<DeviceProblem>,
+) -> Option<DraDevice> {
+    // A partition's ID is a DNS label already (the layout check saw to
+    // it): it is its DRA name as it is.
+    let name = partition.id.clone();
+    let parent_name = naming::device_name(parent.id()).ok()?;
+    let mut dra = DraDevice::new(name);
+    // The partition's own attributes come as a device of their own would
+    // have them; they override the parent's of the same key.
+    let mut own = parent.clone();
+    own.device.id = partition.id.clone();
+    own.device.attributes = partition.attributes.clone();
+    own.device.numa_nodes = Vec::new();
+    let mut attributes = device_attributes(driver, parent, problems);
+    for (key, value) in device_attributes(driver, &own, problems) {
+        if attributes.len() >= MAX_ATTRIBUTES && !attributes.contains_key(&key) {
+            problems.push(DeviceProblem::AttributeDropped {
+                id: partition.id.clone(),
+                key,
+                reason: format!("a device carries at most {MAX_ATTRIBUTES} attributes"),
+            });
+            continue;
+        }
+        attributes.insert(key, value);
+    }
+    dra.attributes = attributes;
+    if !parent.healthy {
+        dra.taints.push(unhealthy_taint(driver, &parent.reason));
+    }
+    merge_guest_taints(driver, extras, &parent.device.device_id, &mut dra.taints);
+    dra.consumes_counters = partition
+        .consumes_counters
+        .iter()
+        .map(consumption)
+        .collect();
+    dra.capacity = partition.capacity.iter().map(capacity).collect();
+    dra.partition_of = Some(parent_name);
+    Some(dra)
+}
+
+fn counter_set(set: &wit::CounterSet) -> CounterSet {
+    CounterSet {
+        name: set.name.clone(),
+        counters: set
+            .counters
+            .iter()
+            .map(|c| (c.name.clone(), c.value.clone()))
+            .collect(),
+    }
+}
+
+fn consumption(consumption: &wit::CounterConsumption) -> CounterConsumption {
+    CounterConsumption {
+        counter_set: consumption.counter_set.clone(),
+        counters: consumption
+            .counters
+            .iter()
+            .map(|c| (c.name.clone(), c.value.clone()))
+            .collect(),
+    }
+}
+
+fn capacity(capacity: &wit::Capacity) -> (String, Capacity) {
+    let request_policy = capacity.request_policy.as_ref().map(|p| CapacityPolicy {
+        default: p.default.clone(),
+        valid_values: p.valid_values.clone(),
+        valid_range: p.valid_range.as_ref().map(|r| CapacityRange {
+            min: r.min.clone(),
+            max: r.max.clone(),
+            step: r.step.clone(),
+        }),
+    });
+    (
+        capacity.name.clone(),
+        Capacity {
+            value: capacity.value.clone(),
+            request_policy,
+        },
+    )
+}
+
+/// A guest's taint as published: an unqualified key gets `<driver>/`.
+fn guest_taint(driver: &str, taint: &wit::DeviceTaint) -> DeviceTaint {
+    DeviceTaint {
+        key: if taint.key.contains('/') {
+            taint.key.clone()
+        } else {
+            format!("{driver}/{}", taint.key)
+        },
+        value: taint.value.clone(),
+        effect: match taint.effect {
+            wit::TaintEffect::NoSchedule => TaintEffect::NoSchedule,
+            wit::TaintEffect::NoExecute => TaintEffect::NoExecute,
+        },
+    }
 }
 
 /// One advertised device as a DRA device; `None` (with a problem pushed)

@@ -124,13 +124,16 @@ impl DraDriver {
         parent: &CancellationToken,
     ) -> Self {
         let checkpoint = Checkpoint::load(&paths.state_dir, driver);
-        let preparer = Arc::new(ClaimPreparer::new(
-            driver,
-            &paths.node_name,
-            resource.clone(),
-            paths.cdi_dir.clone(),
-            checkpoint,
-        ));
+        let preparer = Arc::new(
+            ClaimPreparer::new(
+                driver,
+                &paths.node_name,
+                resource.clone(),
+                paths.cdi_dir.clone(),
+                checkpoint,
+            )
+            .with_status_writer(api.write_status.clone()),
+        );
         resource.metrics().set_dra_driver(resource.name(), driver);
         let stop = parent.child_token();
         tokio::spawn(cleanup::clean_up(

@@ -1,8 +1,9 @@
 //! The DRA side's connection to the Kubernetes API server, through
 //! `wdp-dra-client`: made once, when the first DRA resource is served (a
 //! host with only device-plugin resources never talks to the API server),
-//! from `--kubeconfig` or the in-cluster configuration. It reads claims
-//! and starts one ResourceSlice publisher per driver.
+//! from `--kubeconfig` or the in-cluster configuration. It reads claims,
+//! writes their device statuses and starts one ResourceSlice publisher per
+//! driver.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use wdp_dra_client::{PoolTarget, PublisherHandle, SlicePublisher};
 
 use crate::error::DraError;
+use crate::prepare::StatusWriter;
 use crate::service::ClaimReader;
 
 /// How long a claim read may take: well inside the kubelet's 45 s for a
@@ -28,6 +30,8 @@ pub struct DraApi {
     pub read_claim: ClaimReader,
     /// Starts ResourceSlice publishers.
     pub spawn_publisher: PublisherSpawner,
+    /// Writes device statuses into claims.
+    pub write_status: StatusWriter,
 }
 
 impl std::fmt::Debug for DraApi {
@@ -65,11 +69,35 @@ pub async fn connect(
             }
         })
     });
+    let for_status = client.clone();
+    let write_status: StatusWriter = Arc::new(move |write| {
+        let client = for_status.clone();
+        Box::pin(async move {
+            let claim = &write.claim;
+            let written = wdp_dra_client::write_device_status(
+                &client,
+                &claim.namespace,
+                &claim.name,
+                &claim.uid,
+                &write.driver,
+                &write.pool,
+                write.statuses,
+            );
+            match tokio::time::timeout(CLAIM_READ_TIMEOUT, written).await {
+                Ok(answer) => answer.map_err(|error| error.to_string()),
+                Err(_) => Err(format!(
+                    "writing the status of ResourceClaim {}/{}: no answer within {CLAIM_READ_TIMEOUT:?}",
+                    claim.namespace, claim.name
+                )),
+            }
+        })
+    });
     let spawn_publisher: PublisherSpawner = Arc::new(move |target, shutdown| {
         SlicePublisher::spawn(client.clone(), target, shutdown.clone())
     });
     Ok(DraApi {
         read_claim,
         spawn_publisher,
+        write_status,
     })
 }

@@ -14,8 +14,18 @@
 //! answer becomes the claim's CDI spec, and the checkpoint records it all
 //! before the kubelet is answered.
 //!
-//! Unprepare removes the claim's CDI spec and its checkpoint entry; a claim
-//! the checkpoint does not know is already unprepared.
+//! A result may name a partition (from the `dra-layout` guest): it maps to
+//! its parent device, whose nodes the container gets, and is held
+//! exclusively by its own ID; a device that allows multiple allocations
+//! is never held exclusively. Before `pre-start`, the `dra-prepare` guest
+//! creates what the devices need and reports their status; any later
+//! failure calls `dra-unprepare` to undo it, and the statuses are written
+//! into the claim's `status.devices` (this driver's and pool's entries
+//! only) once the claim is recorded.
+//!
+//! Unprepare runs the `dra-unprepare` guest, removes the claim's device
+//! statuses, its CDI spec and its checkpoint entry; a claim the checkpoint
+//! does not know is already unprepared.
 //!
 //! Different claims prepare concurrently (the kubelet sends many pods'
 //! claims at once after a node restart): the checkpoint is locked only to
@@ -32,8 +42,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
-use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
+use k8s_openapi::api::resource::v1::{
+    AllocatedDeviceStatus, DeviceRequestAllocationResult, NetworkDeviceData, ResourceClaim,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use tokio::sync::{Mutex, Notify, oneshot};
+use wdp_policy::types::{ClaimDevice, DeviceStatus};
 
 use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim_cdi;
@@ -57,6 +72,126 @@ impl std::fmt::Display for ClaimRef {
     }
 }
 
+/// One write of a claim's device statuses: this driver's and pool's
+/// entries of `status.devices` become `statuses` (none: removed).
+#[derive(Clone, Debug)]
+pub struct StatusWrite {
+    /// The claim.
+    pub claim: ClaimRef,
+    /// The driver whose entries are replaced.
+    pub driver: String,
+    /// The pool whose entries are replaced.
+    pub pool: String,
+    /// The new entries.
+    pub statuses: Vec<AllocatedDeviceStatus>,
+}
+
+/// Writes device statuses into claims (the API server in production).
+pub type StatusWriter = Arc<
+    dyn Fn(StatusWrite) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// One allocation result mapped to this node's devices.
+#[derive(Debug)]
+struct Picked<'a> {
+    /// The advertised device whose nodes the container gets (a
+    /// partition's parent).
+    device: &'a AdvertisedDevice,
+    /// The ID the result names: the device's, or the partition's.
+    id: String,
+    /// Whether `id` is a partition.
+    partition: bool,
+    /// Whether the device allows multiple allocations.
+    shared: bool,
+    /// The result.
+    result: &'a DeviceRequestAllocationResult,
+}
+
+impl Picked<'_> {
+    /// Whether this allocation holds its device (or partition) alone.
+    fn exclusive(&self) -> bool {
+        self.result.admin_access != Some(true) && !self.shared
+    }
+
+    /// The device as the `claim` import and the prepare guests see it.
+    fn claim_device(&self) -> ClaimDevice {
+        ClaimDevice {
+            id: self.id.clone(),
+            device_id: self.device.device.device_id.clone(),
+            partition: self.partition,
+            request: self.result.request.clone(),
+            admin_access: self.result.admin_access == Some(true),
+            consumed_capacity: self
+                .result
+                .consumed_capacity
+                .iter()
+                .flatten()
+                .map(|(name, amount)| (name.clone(), amount.0.clone()))
+                .collect(),
+            share_id: self.result.share_id.clone(),
+        }
+    }
+}
+
+/// A recorded device as the `dra-unprepare` guest sees it.
+fn recorded_claim_device(device: &PreparedDevice) -> ClaimDevice {
+    ClaimDevice {
+        id: device.device_id.clone(),
+        device_id: device
+            .partition_of
+            .clone()
+            .unwrap_or_else(|| device.device_id.clone()),
+        partition: device.partition_of.is_some(),
+        request: device.request_names.first().cloned().unwrap_or_default(),
+        admin_access: device.admin_access,
+        consumed_capacity: device.consumed_capacity.clone(),
+        share_id: device.share_id.clone(),
+    }
+}
+
+/// A guest's device status as the API's, for device `name` of `pool`.
+fn api_status(
+    driver: &str,
+    pool: &str,
+    name: &str,
+    share_id: Option<String>,
+    status: &DeviceStatus,
+) -> AllocatedDeviceStatus {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    AllocatedDeviceStatus {
+        driver: driver.to_owned(),
+        pool: pool.to_owned(),
+        device: name.to_owned(),
+        share_id,
+        conditions: (!status.conditions.is_empty()).then(|| {
+            status
+                .conditions
+                .iter()
+                .map(|c| Condition {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    last_transition_time: now.clone(),
+                    observed_generation: None,
+                })
+                .collect()
+        }),
+        data: status
+            .data
+            .as_deref()
+            .and_then(|d| serde_json::from_str(d).ok())
+            .map(RawExtension),
+        network_data: status.network.as_ref().map(|n| NetworkDeviceData {
+            interface_name: (!n.interface_name.is_empty()).then(|| n.interface_name.clone()),
+            ips: (!n.ips.is_empty()).then(|| n.ips.clone()),
+            hardware_address: (!n.hardware_address.is_empty()).then(|| n.hardware_address.clone()),
+        }),
+    }
+}
+
 /// What the guests see of `object` through the `claim` import: the
 /// requests of this driver's results, and the parameters of every opaque
 /// configuration for this driver that applies to one of them (a
@@ -66,6 +201,7 @@ pub fn claim_info(
     driver: &str,
     object: &ResourceClaim,
     results: &[DeviceRequestAllocationResult],
+    devices: Vec<ClaimDevice>,
 ) -> wdp_policy::ClaimInfo {
     let mut requests: Vec<String> = Vec::new();
     for result in results {
@@ -97,6 +233,7 @@ pub fn claim_info(
         uid: claim.uid.clone(),
         requests,
         configs,
+        devices,
     }
 }
 
@@ -118,6 +255,18 @@ pub struct ClaimPreparer {
     /// for the outcome: whoever takes the checkpoint next writes them all
     /// at once (group commit), so claims prepared together share one write.
     pending: std::sync::Mutex<Vec<QueuedChange>>,
+    /// Writes device statuses into claims; `None`: statuses are not written.
+    status_writer: Option<StatusWriterSlot>,
+}
+
+/// A [`StatusWriter`] in a struct that derives `Debug`.
+#[derive(Clone)]
+struct StatusWriterSlot(StatusWriter);
+
+impl std::fmt::Debug for StatusWriterSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StatusWriter")
+    }
 }
 
 /// A checkpoint change waiting to be written, and who waits for it.
@@ -174,7 +323,15 @@ impl ClaimPreparer {
             draining: AtomicBool::new(false),
             unprepared: Notify::new(),
             pending: std::sync::Mutex::default(),
+            status_writer: None,
         }
+    }
+
+    /// The same preparer writing the `dra-prepare` guest's device statuses
+    /// into claims through `writer`.
+    pub fn with_status_writer(mut self, writer: StatusWriter) -> Self {
+        self.status_writer = Some(StatusWriterSlot(writer));
+        self
     }
 
     /// From now on prepares are refused (the resource left the
@@ -358,9 +515,9 @@ impl ClaimPreparer {
                 .unwrap_or_else(PoisonError::into_inner);
             let picked = self.pick_devices(claim, results, &set, &checkpoint, &in_flight)?;
             let mut ids: Vec<String> = Vec::new();
-            for (device, _, result) in &picked {
-                if result.admin_access != Some(true) && !ids.iter().any(|id| id == device.id()) {
-                    ids.push(device.id().to_owned());
+            for pick in picked.iter().filter(|p| p.exclusive()) {
+                if !ids.contains(&pick.id) {
+                    ids.push(pick.id.clone());
                 }
             }
             for id in &ids {
@@ -372,63 +529,91 @@ impl ClaimPreparer {
             };
             (picked, reservation)
         };
+        // The advertised devices the container gets (a partition's parent).
         let mut ids: Vec<String> = Vec::new();
-        for (device, _, _) in &picked {
-            if !ids.iter().any(|id| id == device.id()) {
-                ids.push(device.id().to_owned());
+        for pick in &picked {
+            if !ids.iter().any(|id| id == pick.device.id()) {
+                ids.push(pick.device.id().to_owned());
             }
         }
-        let info = Arc::new(claim_info(claim, &self.driver, object, results));
-        let (pre_start, answer) = wdp_resource::guest_call::with_claim(info, async {
-            let pre_start = self.resource.pre_start(&ids).await;
-            let answer = match &pre_start {
-                Ok(()) => Some(self.resource.allocate(&ids).await),
-                Err(_) => None,
-            };
-            (pre_start, answer)
+        let claim_devices: Vec<ClaimDevice> = picked.iter().map(Picked::claim_device).collect();
+        let info = Arc::new(claim_info(
+            claim,
+            &self.driver,
+            object,
+            results,
+            claim_devices.clone(),
+        ));
+        let prepared = wdp_resource::guest_call::with_claim(Arc::clone(&info), async {
+            let statuses = self.resource.dra_prepare(&claim_devices).await?;
+            self.resource.pre_start(&ids).await?;
+            let answer = self.resource.allocate(&ids).await.map_err(|status| {
+                tonic::Status::new(status.code(), format!("allocate: {}", status.message()))
+            })?;
+            Ok::<_, tonic::Status>((statuses, answer))
         })
         .await;
-        pre_start.map_err(|status| format!("claim {claim}: {}", status.message()))?;
-        let answer = answer
-            .unwrap_or_else(|| Err(tonic::Status::internal("allocate did not run")))
-            .map_err(|status| format!("claim {claim}: allocate: {}", status.message()))?;
+        let (statuses, answer) = match prepared {
+            Ok(done) => done,
+            Err(status) => {
+                self.unwind(claim, &info, &claim_devices).await;
+                return Err(format!("claim {claim}: {}", status.message()));
+            }
+        };
         let spec = self.resource.spec();
         let mut named: Vec<(&AdvertisedDevice, String)> = Vec::new();
-        for (device, name, _) in &picked {
-            if !named.iter().any(|(_, n)| n == name) {
-                named.push((device, name.clone()));
+        for pick in &picked {
+            if !named.iter().any(|(_, n)| *n == pick.result.device) {
+                named.push((pick.device, pick.result.device.clone()));
             }
         }
         let cdi_spec =
             claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);
         let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
-        wdp_resource::cdi::write_file(&file, &cdi_spec).map_err(|e| {
-            format!(
-                "claim {claim}: cannot write the CDI spec {}: {e}",
+        if let Err(error) = wdp_resource::cdi::write_file(&file, &cdi_spec) {
+            self.unwind(claim, &info, &claim_devices).await;
+            return Err(format!(
+                "claim {claim}: cannot write the CDI spec {}: {error}",
                 file.display()
-            )
-        })?;
+            ));
+        }
         // CDI devices the allocate answer names itself go with the first
         // device.
         let mut extra: Vec<String> = answer.cdi_devices.iter().map(|d| d.name.clone()).collect();
         let devices: Vec<PreparedDevice> = picked
             .iter()
-            .map(|(device, name, result)| {
+            .map(|pick| {
                 let mut cdi_device_ids = vec![format!(
                     "{}={}",
                     spec.config.resource,
-                    claim_cdi::cdi_device_name(&claim.uid, name)
+                    claim_cdi::cdi_device_name(&claim.uid, &pick.result.device)
                 )];
                 cdi_device_ids.append(&mut extra);
                 PreparedDevice {
-                    request_names: vec![result.request.clone()],
-                    pool_name: result.pool.clone(),
-                    device_name: result.device.clone(),
-                    device_id: device.id().to_owned(),
+                    request_names: vec![pick.result.request.clone()],
+                    pool_name: pick.result.pool.clone(),
+                    device_name: pick.result.device.clone(),
+                    device_id: pick.id.clone(),
+                    partition_of: pick.partition.then(|| pick.device.device.device_id.clone()),
+                    consumed_capacity: pick.claim_device().consumed_capacity,
+                    shared: pick.shared,
                     cdi_device_ids,
-                    share_id: result.share_id.clone(),
-                    admin_access: result.admin_access == Some(true),
+                    share_id: pick.result.share_id.clone(),
+                    admin_access: pick.result.admin_access == Some(true),
                 }
+            })
+            .collect();
+        let api_statuses: Vec<AllocatedDeviceStatus> = statuses
+            .iter()
+            .filter_map(|status| {
+                let pick = picked.iter().find(|p| p.id == status.id)?;
+                Some(api_status(
+                    &self.driver,
+                    &pick.result.pool,
+                    &pick.result.device,
+                    pick.result.share_id.clone(),
+                    status,
+                ))
             })
             .collect();
         let record = PreparedClaim {
@@ -436,13 +621,63 @@ impl ClaimPreparer {
             name: claim.name.clone(),
             devices: devices.clone(),
             cdi_spec: Some(file.clone()),
+            status_written: !api_statuses.is_empty() && self.status_writer.is_some(),
         };
         if let Err(error) = self.record(Change::Insert(claim.uid.clone(), record)).await {
             let _ = claim_cdi::remove_spec(&file);
+            self.unwind(claim, &info, &claim_devices).await;
             return Err(format!("claim {claim}: {error}"));
+        }
+        if !api_statuses.is_empty() {
+            self.write_statuses(claim, api_statuses).await;
         }
         tracing::info!(driver = %self.driver, %claim, devices = ?ids, cdi_spec = %file.display(), "claim prepared");
         Ok(devices)
+    }
+
+    /// Undoes the `dra-prepare` guest's work for a claim whose prepare
+    /// failed after it ran (or while it ran); a failure is logged, the
+    /// claim fails either way.
+    async fn unwind(
+        &self,
+        claim: &ClaimRef,
+        info: &Arc<wdp_policy::ClaimInfo>,
+        devices: &[ClaimDevice],
+    ) {
+        let undone = wdp_resource::guest_call::with_claim(Arc::clone(info), async {
+            self.resource.dra_unprepare(devices).await
+        })
+        .await;
+        if let Err(status) = undone {
+            tracing::error!(driver = %self.driver, %claim, error = %status.message(), "the failed prepare could not be undone: dra-unprepare failed");
+        }
+    }
+
+    /// Writes the device statuses of `claim` (this driver's and pool's
+    /// entries; none removes them). A failure is logged, never fails the
+    /// claim: the status informs, the devices work without it.
+    async fn write_statuses(&self, claim: &ClaimRef, statuses: Vec<AllocatedDeviceStatus>) {
+        let Some(StatusWriterSlot(writer)) = &self.status_writer else {
+            return;
+        };
+        let removing = statuses.is_empty();
+        let write = StatusWrite {
+            claim: claim.clone(),
+            driver: self.driver.clone(),
+            pool: self.pool.clone(),
+            statuses,
+        };
+        match writer(write).await {
+            Ok(()) if removing => {
+                tracing::debug!(driver = %self.driver, %claim, "device statuses removed from the claim");
+            }
+            Ok(()) => {
+                tracing::debug!(driver = %self.driver, %claim, "device statuses written into the claim")
+            }
+            Err(error) => {
+                tracing::warn!(driver = %self.driver, %claim, %error, removing, "cannot write the claim's device statuses")
+            }
+        }
     }
 
     /// The allocation results of `object` for this driver, after checking
@@ -473,8 +708,9 @@ impl ClaimPreparer {
             .collect())
     }
 
-    /// Maps each result to a device of `set`: this node's pool, a known and
-    /// healthy device, not held by another claim.
+    /// Maps each result to a device of `set` (or a partition of one): this
+    /// node's pool, a known and healthy device, not held by another claim
+    /// unless it may be shared.
     fn pick_devices<'a>(
         &self,
         claim: &ClaimRef,
@@ -482,15 +718,9 @@ impl ClaimPreparer {
         set: &'a DeviceSet,
         checkpoint: &Checkpoint,
         in_flight: &InFlight,
-    ) -> Result<
-        Vec<(
-            &'a AdvertisedDevice,
-            String,
-            &'a DeviceRequestAllocationResult,
-        )>,
-        String,
-    > {
+    ) -> Result<Vec<Picked<'a>>, String> {
         let mut seen = BTreeSet::new();
+        let extras = set.dra();
         results
             .iter()
             .map(|result| {
@@ -500,17 +730,37 @@ impl ClaimPreparer {
                         result.request, result.device, result.pool, self.pool
                     ));
                 }
-                let device = wdp_dra_client::naming::device_id(&result.device)
-                    .ok()
-                    .and_then(|id| set.get(&id))
-                    .ok_or_else(|| {
-                        format!(
-                            "claim {claim}: device {:?} (request {:?}) is not among the devices of {} on this node",
-                            result.device,
-                            result.request,
-                            self.resource.name()
-                        )
-                    })?;
+                let unknown = || {
+                    format!(
+                        "claim {claim}: device {:?} (request {:?}) is not among the devices of {} on this node",
+                        result.device,
+                        result.request,
+                        self.resource.name()
+                    )
+                };
+                // A partition is published under its ID; a device under the
+                // reversible name of its ID.
+                let (id, partition) = match extras.partition(&result.device) {
+                    Some(partition) => (result.device.clone(), Some(partition)),
+                    None => (
+                        wdp_dra_client::naming::device_id(&result.device).map_err(|_| unknown())?,
+                        None,
+                    ),
+                };
+                let (device, partition) = match partition {
+                    None => (set.get(&id).ok_or_else(unknown)?, false),
+                    Some(parent) => {
+                        let device = set
+                            .get(&parent.parent)
+                            .or_else(|| {
+                                set.devices()
+                                    .iter()
+                                    .find(|d| d.device.device_id == parent.parent)
+                            })
+                            .ok_or_else(unknown)?;
+                        (device, true)
+                    }
+                };
                 if !device.healthy {
                     return Err(format!(
                         "claim {claim}: device {:?} (ID {:?}) is unhealthy: {}",
@@ -519,30 +769,34 @@ impl ClaimPreparer {
                         device.reason
                     ));
                 }
-                let admin = result.admin_access == Some(true);
-                if !admin {
+                let pick = Picked {
+                    device,
+                    shared: !partition
+                        && extras.allows_multiple_allocations(&device.device.device_id),
+                    id,
+                    partition,
+                    result,
+                };
+                if pick.exclusive() {
                     let reserved = in_flight
                         .reserved
-                        .get(device.id())
+                        .get(&pick.id)
                         .filter(|holder| **holder != claim.uid)
                         .map(String::as_str);
-                    if let Some(holder) =
-                        checkpoint.holder_of(device.id(), &claim.uid).or(reserved)
-                    {
+                    if let Some(holder) = checkpoint.holder_of(&pick.id, &claim.uid).or(reserved) {
                         return Err(format!(
                             "claim {claim}: device {:?} (ID {:?}) is already prepared for claim {holder}",
-                            result.device,
-                            device.id()
+                            result.device, pick.id
                         ));
                     }
-                    if !seen.insert(device.id()) {
+                    if !seen.insert(pick.id.clone()) {
                         return Err(format!(
                             "claim {claim}: device {:?} is allocated twice in the claim",
                             result.device
                         ));
                     }
                 }
-                Ok((device, result.device.clone(), result))
+                Ok(pick)
             })
             .collect()
     }
@@ -583,6 +837,27 @@ impl ClaimPreparer {
             }
             return Ok(());
         };
+        let devices: Vec<ClaimDevice> = record.devices.iter().map(recorded_claim_device).collect();
+        let mut requests: Vec<String> = Vec::new();
+        for device in &devices {
+            if !requests.contains(&device.request) {
+                requests.push(device.request.clone());
+            }
+        }
+        let info = Arc::new(wdp_policy::ClaimInfo {
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            uid: claim.uid.clone(),
+            requests,
+            configs: Vec::new(),
+            devices: devices.clone(),
+        });
+        wdp_resource::guest_call::with_claim(info, self.resource.dra_unprepare(&devices))
+            .await
+            .map_err(|status| format!("claim {claim}: {}", status.message()))?;
+        if record.status_written {
+            self.write_statuses(claim, Vec::new()).await;
+        }
         if let Some(file) = &record.cdi_spec {
             claim_cdi::remove_spec(file).map_err(|e| {
                 format!(

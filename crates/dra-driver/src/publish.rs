@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wdp_dra_client::{ApiError, DraDevice, PublishStatus, PublisherHandle};
+use wdp_dra_client::{ApiError, PoolContent, PublishStatus, PublisherHandle};
 
 use crate::devices::{DeviceProblem, dra_devices};
 use wdp_resource::device_set::SharedDeviceSet;
@@ -210,7 +210,7 @@ async fn publish_while_leading(
             publisher.set_min_write_interval(interval);
         }
         let mut publisher_status = publisher.status();
-        let mut last_sent: Option<Vec<DraDevice>> = None;
+        let mut last_sent: Option<PoolContent> = None;
         let mut device_set_changed = true;
         let mut leading_can_change = true;
         let mut interval_can_change = true;
@@ -223,10 +223,14 @@ async fn publish_while_leading(
                     }
                     last_problems = list.problems;
                 }
-                if last_sent.as_ref() != Some(&list.devices) {
-                    tracing::debug!(driver = %driver, devices = list.devices.len(), "publishing the device set");
-                    publisher.publish(list.devices.clone());
-                    last_sent = Some(list.devices);
+                let content = PoolContent {
+                    devices: list.devices,
+                    counter_sets: list.counter_sets,
+                };
+                if last_sent.as_ref() != Some(&content) {
+                    tracing::debug!(driver = %driver, devices = content.devices.len(), counter_sets = content.counter_sets.len(), "publishing the device set");
+                    publisher.publish_pool(content.clone());
+                    last_sent = Some(content);
                 }
             }
             tokio::select! {

@@ -1,7 +1,10 @@
 //! What `check` prints of a DRA resource: each device's DRA name, the
-//! attributes the API server would drop and the slice fields it would
-//! refuse, computed with the same code that publishes.
+//! counter sets, partitions and capacities the `dra-layout` guest
+//! described as they will be published, the attributes the API server
+//! would drop and the slice fields it would refuse, computed with the same
+//! code that publishes.
 
+use wdp_dra_client::{CounterSet, DraDevice};
 use wdp_resource::Resource;
 
 use crate::error::DraError;
@@ -13,6 +16,9 @@ pub struct DraReport {
     pub driver: String,
     /// Each published device: (device ID, DRA device name).
     pub names: Vec<(String, String)>,
+    /// The layout as published, one line per counter set, partition and
+    /// device with counters or capacity (e.g. `counter set gpu-0: memory=80Gi slices=7`).
+    pub layout: Vec<String>,
     /// Attributes left out, and the slice rejections `validate` predicts.
     pub problems: Vec<String>,
 }
@@ -41,6 +47,7 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
             Some((d.id().to_owned(), name))
         })
         .collect();
+    let layout = layout_lines(&list.devices, &list.counter_sets);
     let mut problems: Vec<String> = list.problems.iter().map(ToString::to_string).collect();
     problems.extend(wdp_dra_client::validate(driver, &list.devices).iter().map(
         |p| match &p.device {
@@ -51,6 +58,73 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
     Ok(DraReport {
         driver: driver.to_owned(),
         names,
+        layout,
         problems,
     })
+}
+
+/// `name=value` pairs, space-separated.
+fn amounts(map: &std::collections::BTreeMap<String, String>) -> String {
+    map.iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The lines of [`DraReport::layout`].
+fn layout_lines(devices: &[DraDevice], counter_sets: &[CounterSet]) -> Vec<String> {
+    let mut lines: Vec<String> = counter_sets
+        .iter()
+        .map(|set| format!("counter set {}: {}", set.name, amounts(&set.counters)))
+        .collect();
+    for device in devices {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(parent) = &device.partition_of {
+            parts.push(format!("partition of {parent}"));
+        }
+        for consumption in &device.consumes_counters {
+            parts.push(format!(
+                "consumes {} from {}",
+                amounts(&consumption.counters),
+                consumption.counter_set
+            ));
+        }
+        for (name, capacity) in &device.capacity {
+            let mut text = format!("capacity {name}={}", capacity.value);
+            if let Some(policy) = &capacity.request_policy {
+                if let Some(default) = &policy.default {
+                    text.push_str(&format!(", default {default}"));
+                }
+                if !policy.valid_values.is_empty() {
+                    text.push_str(&format!(", values {}", policy.valid_values.join("|")));
+                }
+                if let Some(range) = &policy.valid_range {
+                    text.push_str(&format!(
+                        ", range {}..{}{}",
+                        range.min,
+                        range.max.as_deref().unwrap_or(""),
+                        range
+                            .step
+                            .as_deref()
+                            .map(|s| format!(" step {s}"))
+                            .unwrap_or_default()
+                    ));
+                }
+            }
+            parts.push(text);
+        }
+        if device.allow_multiple_allocations {
+            parts.push("shared by several claims".to_owned());
+        }
+        for taint in &device.taints {
+            parts.push(format!(
+                "taint {}={}:{}",
+                taint.key, taint.value, taint.effect
+            ));
+        }
+        if !parts.is_empty() {
+            lines.push(format!("device {}: {}", device.name, parts.join("; ")));
+        }
+    }
+    lines
 }

@@ -36,3 +36,5 @@ pub use offline::{
 pub use options::{DEFAULT_PLUGINS_DIR, DEFAULT_STATE_DIR, HostOptions};
 pub use reload::ReloadSummary;
 pub use supervisor::Host;
+/// What `check` and `test` print of a DRA resource.
+pub use wdp_dra_driver::{DraReport, dra_report};

@@ -14,6 +14,7 @@ use wdp_kubelet_api::v1beta1::{self, ListAndWatchResponse, NumaNode, TopologyInf
 use wdp_policy::types::{Device, DeviceNode, DeviceRef, Verdict};
 
 use crate::convert::guest_node;
+use crate::dra_layout::DraExtras;
 
 /// Finds a resource's candidates by ID: a map of them, or the pipeline's
 /// view over the latest scan and the candidates seen before.
@@ -91,11 +92,15 @@ pub struct DeviceSet {
     companions: Vec<DeviceNode>,
     /// Unique in the process for every set built.
     generation: u64,
+    /// The DRA-only layout and taints (empty off DRA).
+    dra: Arc<DraExtras>,
 }
 
 impl PartialEq for DeviceSet {
     fn eq(&self, other: &Self) -> bool {
-        self.devices == other.devices && self.companions == other.companions
+        self.devices == other.devices
+            && self.companions == other.companions
+            && self.dra == other.dra
     }
 }
 
@@ -242,7 +247,21 @@ impl DeviceSet {
             devices: advertised,
             companions: Vec::new(),
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+            dra: Arc::default(),
         }
+    }
+
+    /// The same set with these DRA-only facts (layout and taints).
+    pub fn with_dra(mut self, dra: Arc<DraExtras>) -> Self {
+        self.dra = dra;
+        self
+    }
+
+    /// The DRA-only facts: partitions, counters, capacity, guest taints
+    /// (empty off DRA, or without the `dra-layout` and `device-taints`
+    /// hooks).
+    pub fn dra(&self) -> &Arc<DraExtras> {
+        &self.dra
     }
 
     /// A number no other set built in this process has (0 for an empty

@@ -18,9 +18,12 @@
 //! resource's guests in service; `pipeline` turns hardware into a
 //! [`device_set`] through discovery and health (`builtin` policy or a
 //! guest, through the one call path of [`guest_call`], answers checked by
-//! [`validate`], with [`companions`] added); `resource` is the
-//! per-resource swap point ([`Resource`]) and `admission` the decisions on
-//! top of it ([`Resource::allocate`]); [`cdi`] writes CDI specs;
+//! [`validate`], with [`companions`] added, and on DRA the partitions,
+//! counters, capacity and taints of [`dra_layout`], whose amounts
+//! [`quantity`] reads); `resource` is the per-resource swap point
+//! ([`Resource`]), `admission` the decisions on top of it
+//! ([`Resource::allocate`]) and [`dra_actions`] the DRA prepare and
+//! unprepare guests ([`Resource::dra_prepare`]); [`cdi`] writes CDI specs;
 //! [`metrics`] counts; `error` says what stops a resource from being
 //! served ([`ResourceError`]).
 
@@ -33,12 +36,15 @@ pub mod companions;
 pub mod config;
 mod convert;
 pub mod device_set;
+pub mod dra_actions;
+pub mod dra_layout;
 mod error;
 pub mod guest_call;
 pub mod limits;
 pub mod loading;
 pub mod metrics;
 mod pipeline;
+pub mod quantity;
 mod resource;
 mod services;
 pub mod spec;

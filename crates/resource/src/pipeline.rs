@@ -14,9 +14,10 @@ use wdp_policy::types::{Device, DeviceFacts, Verdict};
 
 use crate::builtin;
 use crate::companions;
-use crate::config::{CdiMode, OnError};
+use crate::config::{CdiMode, OnError, ServingApi};
 use crate::convert::guest_candidate;
 use crate::device_set::{CandidateLookup, DeviceSet, SharedDeviceSet};
+use crate::dra_layout::{self, DraExtras};
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
 use crate::limits::KUBELET_MAX_MESSAGE_BYTES;
@@ -205,18 +206,7 @@ pub fn run(
         .map(|d| (d.id.clone(), builtin::verdict(d, |c| known.is_present(c))))
         .collect();
     if let Some((binding, guest)) = spec.bound(Hook::Health) {
-        let facts: Vec<DeviceFacts> = devices
-            .iter()
-            .map(|d| DeviceFacts {
-                device: d.clone(),
-                candidates: d
-                    .candidates
-                    .iter()
-                    .filter_map(|id| known.candidate(id))
-                    .map(|c| guest_candidate(c, known.is_present(&c.id)))
-                    .collect(),
-            })
-            .collect();
+        let facts = device_facts(&devices, &known);
         let defaults = &verdicts;
         let outcome = caller.call_blocking(
             spec,
@@ -269,7 +259,14 @@ pub fn run(
     {
         return Err(refuse(problem));
     }
-    let set = DeviceSet::build(&devices, &verdicts, &known).with_companions(companions.nodes);
+    let dra = if spec.config.api == ServingApi::Dra {
+        dra_extras(spec, caller, state, &devices, &present, &known, mode).map_err(refuse)?
+    } else {
+        Arc::default()
+    };
+    let set = DeviceSet::build(&devices, &verdicts, &known)
+        .with_companions(companions.nodes)
+        .with_dra(dra);
     let size = set.list_encoded_len();
     if size > KUBELET_MAX_MESSAGE_BYTES {
         return Err(refuse(format!(
@@ -304,6 +301,91 @@ pub fn run(
         watch_paths,
         present,
     })
+}
+
+/// The facts a `health` or `device-taints` guest receives.
+fn device_facts(devices: &[Device], known: &Known<'_>) -> Vec<DeviceFacts> {
+    devices
+        .iter()
+        .map(|d| DeviceFacts {
+            device: d.clone(),
+            candidates: d
+                .candidates
+                .iter()
+                .filter_map(|id| known.candidate(id))
+                .map(|c| guest_candidate(c, known.is_present(&c.id)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The DRA layout and taints of `devices`, from the `dra-layout` and
+/// `device-taints` guests (none without them). A failing or refused call
+/// keeps the last good answer while it still fits the devices (the
+/// guest-call path logs the failure once); on a first load or a dry run it
+/// refuses the resource.
+fn dra_extras(
+    spec: &ResourceSpec,
+    caller: &GuestCaller,
+    state: &DiscoveryState,
+    devices: &[Device],
+    present: &Arc<Vec<Candidate>>,
+    known: &Known<'_>,
+    mode: Mode,
+) -> Result<Arc<DraExtras>, String> {
+    let last = state.set.dra();
+    let mut extras = DraExtras::default();
+    if let Some((binding, guest)) = spec.bound(Hook::DraLayout) {
+        let outcome = caller.call_blocking(
+            spec,
+            binding,
+            guest,
+            present.clone(),
+            |g, ctx| g.describe_layout(ctx, devices),
+            |answer| dra_layout::check_layout(answer, devices),
+        );
+        extras = match outcome {
+            Ok(layout) => DraExtras::from_layout(layout),
+            Err(failure) if mode == Mode::Strict => return Err(failure.to_string()),
+            Err(_) => {
+                let mut kept = DraExtras::from_layout(last.layout());
+                if dra_layout::check_layout(&last.layout(), devices).is_err() {
+                    tracing::warn!(resource = %spec.config.resource, "the last good DRA layout no longer fits the devices: publishing whole devices until the dra-layout guest answers again");
+                    kept = DraExtras::default();
+                }
+                kept
+            }
+        };
+    }
+    if let Some((binding, guest)) = spec.bound(Hook::DeviceTaints) {
+        let facts = device_facts(devices, known);
+        let outcome = caller.call_blocking(
+            spec,
+            binding,
+            guest,
+            present.clone(),
+            |g, ctx| g.device_taints(ctx, &facts),
+            |answer| dra_layout::check_taints(answer, devices),
+        );
+        extras.taints = match outcome {
+            Ok(answer) => answer
+                .into_iter()
+                .filter(|t| !t.taints.is_empty())
+                .map(|t| (t.id, t.taints))
+                .collect(),
+            Err(failure) if mode == Mode::Strict => return Err(failure.to_string()),
+            Err(_) => last
+                .taints
+                .iter()
+                .filter(|(id, _)| devices.iter().any(|d| &d.id == *id))
+                .map(|(id, taints)| (id.clone(), taints.clone()))
+                .collect(),
+        };
+    }
+    if extras == **last {
+        return Ok(Arc::clone(last));
+    }
+    Ok(Arc::new(extras))
 }
 
 fn describe(selector: &Selector) -> String {

@@ -102,6 +102,20 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
                 }
             );
         }
+        if let Some(driver) = &spec.config.driver {
+            match wdp_host::dra_report(&resource, driver) {
+                Ok(report) => {
+                    println!("  DRA driver {driver}: as it will be published");
+                    for line in &report.layout {
+                        println!("    {line}");
+                    }
+                    for problem in &report.problems {
+                        println!("    DRA problem: {problem}");
+                    }
+                }
+                Err(error) => println!("  DRA driver {driver}: {error}"),
+            }
+        }
         let healthy: Vec<String> = set
             .devices()
             .iter()

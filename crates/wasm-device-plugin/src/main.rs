@@ -361,6 +361,9 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             for (id, name) in &dra.names {
                 println!("    device {id} -> DRA name {name}");
             }
+            for line in &dra.layout {
+                println!("    {line}");
+            }
             for problem in &dra.problems {
                 println!("    DRA problem: {problem}");
             }

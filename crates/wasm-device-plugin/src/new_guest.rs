@@ -56,9 +56,17 @@ pub enum Lang {
 }
 
 fn parse_hook(text: &str) -> Result<Hook, String> {
-    text.trim()
+    let hook = text
+        .trim()
         .parse::<Hook>()
-        .map_err(|error| error.to_string())
+        .map_err(|error| error.to_string())?;
+    if project::SCAFFOLDED.contains(&hook) {
+        Ok(hook)
+    } else {
+        Err(format!(
+            "the {hook} hook (DRA only) has no scaffold: start from guests/gpu-partitions (Rust) or guests/polyglot/*/sriov* (Python, JavaScript, C)"
+        ))
+    }
 }
 
 pub fn run(args: NewGuestArgs) -> anyhow::Result<()> {

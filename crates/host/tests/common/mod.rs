@@ -12,6 +12,8 @@ use wdp_host::{Host, HostOptions};
 use wdp_kubelet_sim::SimKubelet;
 use wdp_resource::Metrics;
 
+pub mod dra_world;
+
 /// Generous bound for events that normally take milliseconds.
 pub const WAIT: Duration = Duration::from_secs(20);
 

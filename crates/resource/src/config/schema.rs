@@ -260,6 +260,10 @@ pub(super) struct RawHooks {
     pub(super) preferred_allocation: Option<HookConfig>,
     pub(super) allocate: Option<HookConfig>,
     pub(super) pre_start: Option<HookConfig>,
+    pub(super) dra_layout: Option<HookConfig>,
+    pub(super) dra_prepare: Option<HookConfig>,
+    pub(super) dra_unprepare: Option<HookConfig>,
+    pub(super) device_taints: Option<HookConfig>,
 }
 
 /// `[hooks.<name>]`: the guest that implements one hook and its limits.

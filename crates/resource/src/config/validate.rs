@@ -18,6 +18,14 @@ use super::serving::{check_serving_api, publish_interval};
 use super::socket::{default_socket_name, validate_socket_name};
 use crate::limits::MAX_DEVICES_PER_RESOURCE;
 
+/// Hooks that run only on a resource served through DRA (WIT 0.1.2).
+fn is_dra_only(hook: Hook) -> bool {
+    matches!(
+        hook,
+        Hook::DraLayout | Hook::DraPrepare | Hook::DraUnprepare | Hook::DeviceTaints
+    )
+}
+
 pub(super) fn check_version(file: &Path, version: u32) -> Result<(), ConfigError> {
     if version == CONFIG_VERSION {
         Ok(())
@@ -139,10 +147,23 @@ pub fn parse_resource(
         (Hook::PreferredAllocation, raw.hooks.preferred_allocation),
         (Hook::Allocate, raw.hooks.allocate),
         (Hook::PreStart, raw.hooks.pre_start),
+        (Hook::DraLayout, raw.hooks.dra_layout),
+        (Hook::DraPrepare, raw.hooks.dra_prepare),
+        (Hook::DraUnprepare, raw.hooks.dra_unprepare),
+        (Hook::DeviceTaints, raw.hooks.device_taints),
     ];
     for (hook, config) in raw_hooks {
         let Some(config) = config else { continue };
         let field = format!("hooks.{hook}");
+        if is_dra_only(hook) && raw.api != ServingApi::Dra {
+            return Err(ConfigError::invalid(
+                file,
+                &field,
+                format!(
+                    "the {hook} hook runs only on a resource served through DRA (api = \"dra\")"
+                ),
+            ));
+        }
         if config.guest.as_os_str().is_empty() {
             return Err(ConfigError::invalid(
                 file,

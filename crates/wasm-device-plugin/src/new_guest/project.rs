@@ -70,6 +70,22 @@ pub(super) fn commands(lang: Lang, name: &str) -> [String; 3] {
     ]
 }
 
+/// The hooks a project can be scaffolded with (the DRA hooks of WIT 0.1.2
+/// have examples instead: `guests/gpu-partitions`, `guests/polyglot`).
+pub(super) const SCAFFOLDED: [Hook; 5] = [
+    Hook::Discovery,
+    Hook::Health,
+    Hook::PreferredAllocation,
+    Hook::Allocate,
+    Hook::PreStart,
+];
+
+/// A hook outside [`SCAFFOLDED`]: `new-guest` refuses it when parsing its
+/// arguments, so no project is ever made with one.
+fn unscaffolded(hook: Hook) -> &'static str {
+    unreachable!("new-guest refuses the {hook} hook before making a project")
+}
+
 /// Every file of the project: (path relative to the project, content).
 pub(super) fn project(lang: Lang, name: &str, hooks: &[Hook]) -> Vec<(String, String)> {
     let fill = |text: &str| {
@@ -106,6 +122,7 @@ pub(super) fn project(lang: Lang, name: &str, hooks: &[Hook]) -> Vec<(String, St
                     }
                     Hook::Allocate => include_str!("rust/allocate.rs"),
                     Hook::PreStart => include_str!("rust/pre_start.rs"),
+                    _ => unscaffolded(*hook),
                 });
             }
             files.push(("src/lib.rs".to_string(), source));
@@ -122,6 +139,7 @@ pub(super) fn project(lang: Lang, name: &str, hooks: &[Hook]) -> Vec<(String, St
                     }
                     Hook::Allocate => include_str!("python/allocate.py"),
                     Hook::PreStart => include_str!("python/pre_start.py"),
+                    _ => unscaffolded(*hook),
                 });
             }
             files.push(("app.py".to_string(), source));
@@ -150,6 +168,7 @@ pub(super) fn project(lang: Lang, name: &str, hooks: &[Hook]) -> Vec<(String, St
                     }
                     Hook::Allocate => include_str!("javascript/allocate.js"),
                     Hook::PreStart => include_str!("javascript/pre_start.js"),
+                    _ => unscaffolded(*hook),
                 });
             }
             files.push(("guest.js".to_string(), source));
@@ -180,6 +199,7 @@ pub(super) fn project(lang: Lang, name: &str, hooks: &[Hook]) -> Vec<(String, St
                     }
                     Hook::Allocate => include_str!("c/allocate.c"),
                     Hook::PreStart => include_str!("c/pre_start.c"),
+                    _ => unscaffolded(*hook),
                 });
             }
             files.push(("guest.c".to_string(), source));

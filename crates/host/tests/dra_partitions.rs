@@ -1,0 +1,263 @@
+//! DRA partitions, shared counters, device status and admin access decided
+//! by a guest (WIT 0.1.2): the `gpu-partitions` example guest on the 8-GPU
+//! fixture, served in-process against the fake API server, which refuses
+//! any slice or claim status the real API server would refuse.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use common::dra_world::*;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+
+/// The fixture's GPUs as driver `gpu.example.com`, the guest bound to the
+/// three DRA hooks with the attributes it writes granted; `extra` goes
+/// into `[guest-config]`.
+fn partitions_config(extra: &str) -> String {
+    format!(
+        "version = 1\nresource = \"example.com/gpu\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n\
+         writable-attributes = [\"partition_create\", \"partition_remove\"]\n\
+         [[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n\
+         [hooks.dra-layout]\nguest = \"guests/partitions.wasm\"\n\
+         [hooks.dra-prepare]\nguest = \"guests/partitions.wasm\"\n\
+         [hooks.dra-unprepare]\nguest = \"guests/partitions.wasm\"\n\
+         [guest-config]\n{extra}"
+    )
+}
+
+/// The 8-GPU world with the partitions guest and the create/remove
+/// attribute files a driver would offer under each GPU.
+async fn partitions_world(extra: &str) -> DraWorld {
+    let w = DraWorld::new("").await;
+    w.world.write_config("gpu.toml", &partitions_config(extra));
+    w.world
+        .install_guest(wdp_guest_artifacts::GPU_PARTITIONS, "partitions.wasm");
+    for gpu in gpu_dirs(&w) {
+        std::fs::write(gpu.join("partition_create"), "").unwrap();
+        std::fs::write(gpu.join("partition_remove"), "").unwrap();
+    }
+    w
+}
+
+/// The sysfs folders of the fixture's GPUs (NVIDIA, class 0x0302).
+fn gpu_dirs(w: &DraWorld) -> Vec<PathBuf> {
+    let devices = w.world.root().join("sys/bus/pci/devices");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&devices)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::read_to_string(p.join("class")).is_ok_and(|c| c.starts_with("0x0302")))
+        .map(|p| p.canonicalize().unwrap())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every device of the driver's slices, by name.
+fn published_devices(slices: &[ResourceSlice]) -> BTreeMap<String, serde_json::Value> {
+    slices
+        .iter()
+        .filter(|s| s.spec.driver == DRIVER)
+        .flat_map(|s| s.spec.devices.iter().flatten())
+        .map(|d| (d.name.clone(), serde_json::to_value(d).unwrap()))
+        .collect()
+}
+
+/// Every counter set of the driver's slices, by name.
+fn published_counter_sets(slices: &[ResourceSlice]) -> BTreeMap<String, serde_json::Value> {
+    slices
+        .iter()
+        .filter(|s| s.spec.driver == DRIVER)
+        .flat_map(|s| s.spec.shared_counters.iter().flatten())
+        .map(|c| (c.name.clone(), serde_json::to_value(c).unwrap()))
+        .collect()
+}
+
+/// 8 whole GPUs and, per GPU, 7 + 3 + 2 partitions of the default profiles.
+const WHOLE_AND_PARTITIONS: usize = 8 + 8 * 12;
+
+/// A claim allocated partition `device` (request `gpus`).
+fn partition_claim(name: &str, device: &str) -> ResourceClaim {
+    claim(name, DRIVER, &[device])
+}
+
+/// The claim's `status.devices` as the API server holds it.
+fn device_statuses(w: &DraWorld, claim: &ResourceClaim) -> Vec<serde_json::Value> {
+    let stored = w
+        .api
+        .claim("default", claim.metadata.name.as_deref().unwrap())
+        .unwrap();
+    stored
+        .status
+        .and_then(|s| s.devices)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| serde_json::to_value(d).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_are_published_with_counters_created_at_prepare_and_removed_at_unprepare() {
+    let w = partitions_world("").await;
+    let host = w.start().await;
+    common::dra_world::wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    w.wait_published(WHOLE_AND_PARTITIONS).await;
+
+    // Read back from the API server, which validated every slice.
+    let slices = w.api.slices_of(NODE, DRIVER);
+    let devices = published_devices(&slices);
+    let sets = published_counter_sets(&slices);
+    assert_eq!(sets.len(), 8, "{sets:?}");
+    assert_eq!(
+        sets["gpu-0"]["counters"],
+        serde_json::json!({"memory": {"value": "80Gi"}, "slices": {"value": "7"}})
+    );
+    let partition = &devices["gpu-0-1g-10gb-0"];
+    assert_eq!(
+        partition["consumesCounters"],
+        serde_json::json!([{"counterSet": "gpu-0", "counters": {"memory": {"value": "10Gi"}, "slices": {"value": "1"}}}])
+    );
+    assert_eq!(
+        partition["attributes"][format!("{DRIVER}/profile")],
+        serde_json::json!({"string": "1g.10gb"})
+    );
+    let whole = &devices[&name_of(GPU_A)];
+    assert_eq!(
+        whole["consumesCounters"][0]["counters"]["slices"],
+        serde_json::json!({"value": "7"})
+    );
+
+    // Prepare: the guest creates the partition through the granted write,
+    // and its status lands in the claim.
+    let claimed = w.api.put_claim(partition_claim("mig", "gpu-0-1g-10gb-0"));
+    let answer = prepare_one(&endpoint, &claimed).await;
+    assert_eq!(answer.error, "");
+    let gpu = gpu_dirs(&w).remove(0);
+    assert_eq!(read(gpu.join("partition_create")), "gpu-0-1g-10gb-0");
+    let spec = read_cdi_spec(&spec_of(&w, &claimed));
+    assert!(
+        spec.to_string().contains("/dev/nvidia0"),
+        "the partition's container gets its GPU's node: {spec}"
+    );
+    let statuses = device_statuses(&w, &claimed);
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(statuses[0]["device"], "gpu-0-1g-10gb-0");
+    assert_eq!(statuses[0]["driver"], DRIVER);
+    assert_eq!(statuses[0]["conditions"][0]["type"], "Ready");
+    assert_eq!(statuses[0]["conditions"][0]["status"], "True");
+    assert_eq!(statuses[0]["data"]["profile"], "1g.10gb");
+
+    // Another claim cannot take the same partition; a second partition
+    // of the same GPU is fine (the scheduler counts the counters).
+    let twice = w.api.put_claim(partition_claim("twice", "gpu-0-1g-10gb-0"));
+    let error = prepare_one(&endpoint, &twice).await.error;
+    assert!(error.contains("already prepared for claim"), "{error}");
+    let beside = w
+        .api
+        .put_claim(partition_claim("beside", "gpu-0-3g-40gb-0"));
+    assert_eq!(prepare_one(&endpoint, &beside).await.error, "");
+
+    // Unprepare: removed through the guest, the status goes.
+    assert_eq!(unprepare_one(&endpoint, &claimed).await, "");
+    assert_eq!(read(gpu.join("partition_remove")), "-gpu-0-1g-10gb-0");
+    assert!(device_statuses(&w, &claimed).is_empty());
+    assert!(!spec_of(&w, &claimed).exists());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_fails_half_the_time_fails_only_its_claims_and_is_undone() {
+    let w = partitions_world("fail-create = \"half\"\n").await;
+    let (host, endpoint) = w.serving_count(WHOLE_AND_PARTITIONS).await;
+    let claims: Vec<ResourceClaim> = (0..8)
+        .flat_map(|gpu| (0..3).map(move |i| (gpu, i)))
+        .map(|(gpu, i)| {
+            w.api.put_claim(partition_claim(
+                &format!("load-{gpu}-{i}"),
+                &format!("gpu-{gpu}-1g-10gb-{i}"),
+            ))
+        })
+        .collect();
+    let answer = dra_client(&endpoint)
+        .await
+        .node_prepare_resources(wdp_kubelet_api::dra::v1::NodePrepareResourcesRequest {
+            claims: claims.iter().map(claim_ref).collect(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let (mut prepared, mut failed) = (Vec::new(), Vec::new());
+    for claim in &claims {
+        let result = &answer.claims[&uid(claim)];
+        if result.error.is_empty() {
+            prepared.push(claim);
+        } else {
+            assert!(
+                result.error.contains("dra-prepare") && result.error.contains("gpu-"),
+                "{}",
+                result.error
+            );
+            failed.push(claim);
+        }
+    }
+    assert!(
+        !prepared.is_empty() && !failed.is_empty(),
+        "half fail: {} prepared, {} failed",
+        prepared.len(),
+        failed.len()
+    );
+    for claim in &failed {
+        assert!(!spec_of(&w, claim).exists(), "no spec for a failed claim");
+        assert!(device_statuses(&w, claim).is_empty());
+    }
+    // Failed ones were undone (dra-unprepare ran): every GPU with a
+    // failure saw a remove.
+    let removed: usize = gpu_dirs(&w)
+        .into_iter()
+        .filter(|d| read(d.join("partition_remove")).starts_with("-gpu-"))
+        .count();
+    assert!(removed > 0, "no failed prepare was undone");
+    // A failed claim's partition is free for the next attempt's claim.
+    for claim in &prepared {
+        assert!(spec_of(&w, claim).exists());
+        assert_eq!(device_statuses(&w, claim).len(), 1);
+        assert_eq!(unprepare_one(&endpoint, claim).await, "");
+        assert!(device_statuses(&w, claim).is_empty());
+    }
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nonsense_layout_is_refused_by_name_and_the_last_good_slices_stay() {
+    let w = partitions_world("").await;
+    let (host, _endpoint) = w.serving_count(WHOLE_AND_PARTITIONS).await;
+    let before = published_devices(&w.api.slices_of(NODE, DRIVER));
+    // A profile that takes more memory than a GPU has, then thousands of
+    // partitions: both refused at reload with the reason.
+    for (extra, expected) in [
+        (
+            "profiles = \"huge=1:90Gi\"\n",
+            "more than the 85899345920 counter set",
+        ),
+        (
+            "slices = 5000\nprofiles = \"tiny=1:1Mi\"\n",
+            "partitions, more than the 1024",
+        ),
+    ] {
+        w.world.write_config("gpu.toml", &partitions_config(extra));
+        let refused = host.reload().await.unwrap_err().to_string();
+        assert!(
+            refused.contains("gpu.toml")
+                && refused.contains("dra-layout")
+                && refused.contains(expected),
+            "{refused}"
+        );
+        assert_eq!(published_devices(&w.api.slices_of(NODE, DRIVER)), before);
+    }
+    host.shutdown().await;
+}
