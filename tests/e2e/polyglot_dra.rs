@@ -32,7 +32,10 @@ const GRANTED: [&str; 2] = ["sriov_vf_enable", "sriov_vf_disable"];
 /// The components built by `guests/polyglot/build.sh`; fails (never skips)
 /// when one is missing.
 fn guests() -> Vec<(&'static str, PathBuf)> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/polyglot"));
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../target/polyglot"
+    ));
     ["python", "js", "c"]
         .into_iter()
         .map(|lang| {
@@ -57,7 +60,11 @@ fn loaded() -> &'static [(&'static str, Arc<Guest>)] {
     LOADED.get_or_init(|| {
         let engine = PolicyEngine::new(EngineSettings {
             precompiled_cache_dir: Some(
-                concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/polyglot/.e2e-compiled").into(),
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../target/polyglot/.e2e-compiled"
+                )
+                .into(),
             ),
             load_limits: limits(),
             ..EngineSettings::default()
@@ -283,11 +290,21 @@ fn every_language_describes_the_same_layout() {
 
     // Queue pairs from the config; a PF without a readable sriov_totalvfs
     // falls back to the config's `vfs`.
-    std::fs::remove_file(fixture.world.root().join(PF_DIR).join(PF1).join("sriov_totalvfs"))
-        .unwrap();
+    std::fs::remove_file(
+        fixture
+            .world
+            .root()
+            .join(PF_DIR)
+            .join(PF1)
+            .join("sriov_totalvfs"),
+    )
+    .unwrap();
     let config = [("queue-pairs", "48"), ("vfs", "3")];
     let want = expected_layout(&[(PF0, 8), (PF1, 3)], 48);
-    assert_eq!(want.partitions[8].consumes_counters[0].counters[1].value, "16");
+    assert_eq!(
+        want.partitions[8].consumes_counters[0].counters[1].value,
+        "16"
+    );
     for (lang, guest) in loaded() {
         let got = guest
             .describe_layout(&context(&fixture, &config), &devices)
@@ -352,14 +369,21 @@ fn prepare_creates_the_vf_through_the_grant_and_reports_it() {
         guest
             .dra_unprepare(&ctx, &claim)
             .unwrap_or_else(|e| panic!("{lang}: {e}"));
-        assert_eq!(fixture.writes(), [write("sriov_vf_disable", "-3")], "{lang}");
+        assert_eq!(
+            fixture.writes(),
+            [write("sriov_vf_disable", "-3")],
+            "{lang}"
+        );
         assert_eq!(fixture.file(PF0, "sriov_vf_disable"), "-3", "{lang}");
 
         // Other attribute names from the config, granted as well.
         let fixture = Arc::new(Fixture::new(&["sriov_numvfs"]));
         let ctx = context(
             &fixture,
-            &[("create-attribute", "sriov_numvfs"), ("remove-attribute", "sriov_numvfs")],
+            &[
+                ("create-attribute", "sriov_numvfs"),
+                ("remove-attribute", "sriov_numvfs"),
+            ],
         );
         guest
             .dra_prepare(&ctx, &claim[..1])
@@ -383,7 +407,9 @@ fn without_the_grant_prepare_fails_and_writes_nothing() {
         let fixture = Arc::new(Fixture::new(&[]));
         let ctx = context(&fixture, &[]);
         // The host's refusal, passed on with the VF and the PF.
-        let refused = fixture.write_attribute(PF1, "sriov_vf_enable", "0").unwrap_err();
+        let refused = fixture
+            .write_attribute(PF1, "sriov_vf_enable", "0")
+            .unwrap_err();
         let message = guest_error(guest.dra_prepare(&ctx, &claim));
         assert_eq!(
             message,
@@ -432,7 +458,11 @@ fn unprepare_succeeds_when_nothing_exists() {
             .unwrap_or_else(|e| panic!("{lang}: {e}"));
         assert_eq!(
             fixture.writes(),
-            [(PF0.to_string(), "sriov_vf_disable".to_string(), "-7".to_string())],
+            [(
+                PF0.to_string(),
+                "sriov_vf_disable".to_string(),
+                "-7".to_string()
+            )],
             "{lang}"
         );
     }
