@@ -63,9 +63,11 @@ impl AdmissionPolicy {
         }
     }
 
-    /// Whether counter sets live in slices of their own, shared by the whole pool (1.35+), rather
-    /// than next to the devices consuming them (1.34).
-    pub(crate) fn counters_per_pool(&self) -> bool {
+    /// Whether the ResourceSlice rules of 1.35 and later apply: counter sets in slices of their
+    /// own, shared by the whole pool (in 1.34 they sit next to the devices consuming them), 16
+    /// taints per device (4), and 64 devices per slice when any has taints or consumes counters
+    /// (128).
+    pub(crate) fn rules_from_1_35(&self) -> bool {
         self.minor >= 35
     }
 }

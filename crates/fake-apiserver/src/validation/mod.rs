@@ -155,7 +155,7 @@ fn validate_spec(
     validate_pool(spec, errors);
     validate_node_selection(spec, errors);
 
-    let per_pool = policy.counters_per_pool();
+    let per_pool = policy.rules_from_1_35();
     let devices = spec.devices.as_deref().unwrap_or_default();
     let limited = per_pool
         && devices.iter().any(|d| {
