@@ -22,7 +22,7 @@ use wdp_policy::{
     HostServices, PolicyEngine,
 };
 
-use crate::support::World;
+use crate::support::{World, run_to_end};
 
 const PF0: &str = "0000:3b:00.0";
 const PF1: &str = "0000:3b:00.1";
@@ -466,4 +466,42 @@ fn unprepare_succeeds_when_nothing_exists() {
             "{lang}"
         );
     }
+}
+
+/// The recipe as shipped (`config/examples/sriov-dra`, naming the C guest
+/// in `config/guests/`) passes `check` on the fixture, which prints the
+/// layout the guest describes.
+#[test]
+fn the_sriov_dra_recipe_publishes_the_vfs_as_partitions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let recipe = config.join("examples/sriov-dra");
+    std::fs::create_dir_all(&recipe).unwrap();
+    std::fs::create_dir_all(config.join("guests")).unwrap();
+    let (_, c) = guests().pop().unwrap();
+    std::fs::copy(c, config.join("guests/c-sriov.wasm")).unwrap();
+    let repo = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    for entry in std::fs::read_dir(repo.join("config/examples/sriov-dra")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), recipe.join(entry.file_name())).unwrap();
+    }
+    let fixture = repo.join("tests/fixtures/sriov-nic");
+    let (code, out, err) = run_to_end(&[
+        "check",
+        "--config-dir",
+        recipe.to_str().unwrap(),
+        "--host-root",
+        fixture.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    for line in [
+        "counter set pf-0: queue-pairs=64 vfs=8",
+        "counter set pf-1: queue-pairs=64 vfs=8",
+        "device 0000-3a3b-3a00-2e0: consumes queue-pairs=64 vfs=8 from pf-0",
+        "device pf-1-vf-7: partition of 0000-3a3b-3a00-2e1; consumes queue-pairs=8 vfs=1 from pf-1",
+        "2 devices (2 healthy)",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+    assert_eq!(out.matches(": partition of ").count(), 16, "{out}");
 }
