@@ -48,7 +48,7 @@ const amounts = (vfs, queuePairs) => [
 
 /** The VF number of a partition this guest made (`pf-<n>-vf-<i>`), or null. */
 function vfIndex(device) {
-  const match = /-vf-([0-9]+)$/.exec(device.id);
+  const match = /-vf-([0-9]{1,9})$/.exec(device.id);
   return device.partition && match ? Number(match[1]) : null;
 }
 
@@ -61,9 +61,9 @@ function netdev(pf) {
   return (new Map(candidate.attributes).get('pci.net') ?? '').split(',')[0];
 }
 
-/** The `err` string of a failed import call (the call throws an Error
- * carrying it). */
-const why = (error) => (typeof error === 'string' ? error : (error?.payload ?? error?.message ?? `${error}`));
+/** The `err` string of a failed import call: the call throws a
+ * ComponentError whose `payload` is the host's message. */
+const why = (error) => error?.payload ?? `${error}`;
 
 /** Thrown strings become the `err` of the result; anything else thrown
  * would trap with "expected a string": turn it into an error message. */

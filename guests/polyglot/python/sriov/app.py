@@ -56,7 +56,7 @@ def amounts(vfs, queue_pairs):
 def vf_index(device):
     """The VF number of a partition this guest made (`pf-<n>-vf-<i>`)."""
     _, sep, index = device.id.rpartition("-vf-")
-    if not (device.partition and sep and index.isascii() and index.isdigit()):
+    if not (device.partition and sep and index.isascii() and index.isdigit() and len(index) <= 9):
         return None
     return int(index)
 
