@@ -36,6 +36,14 @@ fn install_recipe(world: &World, recipe: &str, edit: impl Fn(String) -> String) 
         (wdp_guest_artifacts::ALLOCATE_SHAPER, "allocate-shaper.wasm"),
         (wdp_guest_artifacts::IOMMU_GROUP, "iommu-group.wasm"),
         (wdp_guest_artifacts::PRESENCE_HEALTH, "presence-health.wasm"),
+        (wdp_guest_artifacts::GPU_PARTITIONS, "gpu-partitions.wasm"),
+        (
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/polyglot/c-sriov.wasm"
+            ),
+            "c-sriov.wasm",
+        ),
     ] {
         world.install_guest(built, name);
     }
@@ -530,6 +538,14 @@ fn every_recipe_as_shipped_passes_check_on_its_fixture() {
         (wdp_guest_artifacts::ALLOCATE_SHAPER, "allocate-shaper.wasm"),
         (wdp_guest_artifacts::IOMMU_GROUP, "iommu-group.wasm"),
         (wdp_guest_artifacts::PRESENCE_HEALTH, "presence-health.wasm"),
+        (wdp_guest_artifacts::GPU_PARTITIONS, "gpu-partitions.wasm"),
+        (
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/polyglot/c-sriov.wasm"
+            ),
+            "c-sriov.wasm",
+        ),
     ] {
         std::fs::copy(built, guests.join(name)).unwrap();
     }
@@ -542,7 +558,15 @@ fn every_recipe_as_shipped_passes_check_on_its_fixture() {
     shipped.sort();
     assert_eq!(
         shipped,
-        ["amd-gpu", "intel-gpu", "nvidia-gpu", "sriov", "vfio"]
+        [
+            "amd-gpu",
+            "gpu-partitions-dra",
+            "intel-gpu",
+            "nvidia-gpu",
+            "sriov",
+            "sriov-dra",
+            "vfio"
+        ]
     );
     for (recipe, fixture, devices) in [
         ("nvidia-gpu", "gpu-server", 8),
@@ -550,6 +574,8 @@ fn every_recipe_as_shipped_passes_check_on_its_fixture() {
         ("intel-gpu", "intel-gpu", 2),
         ("vfio", "vfio-host", 2),
         ("sriov", "sriov-nic", 2),
+        ("gpu-partitions-dra", "gpu-server", 8),
+        ("sriov-dra", "sriov-nic", 2),
     ] {
         let dir = tmp.path().join("config/examples").join(recipe);
         std::fs::create_dir_all(&dir).unwrap();
@@ -567,5 +593,7 @@ fn every_recipe_as_shipped_passes_check_on_its_fixture() {
         assert_eq!(code, 0, "{recipe}: {out}{err}");
         let summary = format!("{devices} devices ({devices} healthy)");
         assert!(out.contains(&summary), "{recipe}: {out}");
+        // Counters are checked with the pool's counter sets.
+        assert!(!out.contains("no counter set"), "{recipe}: {out}");
     }
 }

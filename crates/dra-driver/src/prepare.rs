@@ -115,8 +115,10 @@ impl Picked<'_> {
         self.result.admin_access != Some(true) && !self.shared
     }
 
-    /// The device as the `claim` import and the prepare guests see it.
-    fn claim_device(&self) -> ClaimDevice {
+    /// The device as the `claim` import and the prepare guests see it;
+    /// capacity names of `driver`'s domain without it, as the guest
+    /// declared them (`gpu.example.com/memory` → `memory`).
+    fn claim_device(&self, driver: &str) -> ClaimDevice {
         ClaimDevice {
             id: self.id.clone(),
             device_id: self.device.device.device_id.clone(),
@@ -128,7 +130,13 @@ impl Picked<'_> {
                 .consumed_capacity
                 .iter()
                 .flatten()
-                .map(|(name, amount)| (name.clone(), amount.0.clone()))
+                .map(|(name, amount)| {
+                    let name = name
+                        .strip_prefix(driver)
+                        .and_then(|rest| rest.strip_prefix('/'))
+                        .unwrap_or(name);
+                    (name.to_owned(), amount.0.clone())
+                })
                 .collect(),
             share_id: self.result.share_id.clone(),
         }
@@ -536,7 +544,10 @@ impl ClaimPreparer {
                 ids.push(pick.device.id().to_owned());
             }
         }
-        let claim_devices: Vec<ClaimDevice> = picked.iter().map(Picked::claim_device).collect();
+        let claim_devices: Vec<ClaimDevice> = picked
+            .iter()
+            .map(|p| p.claim_device(&self.driver))
+            .collect();
         let info = Arc::new(claim_info(
             claim,
             &self.driver,
@@ -595,7 +606,7 @@ impl ClaimPreparer {
                     device_name: pick.result.device.clone(),
                     device_id: pick.id.clone(),
                     partition_of: pick.partition.then(|| pick.device.device.device_id.clone()),
-                    consumed_capacity: pick.claim_device().consumed_capacity,
+                    consumed_capacity: pick.claim_device(&self.driver).consumed_capacity,
                     shared: pick.shared,
                     cdi_device_ids,
                     share_id: pick.result.share_id.clone(),

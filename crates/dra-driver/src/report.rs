@@ -4,7 +4,7 @@
 //! would drop and the slice fields it would refuse, computed with the same
 //! code that publishes.
 
-use wdp_dra_client::{CounterSet, DraDevice};
+use wdp_dra_client::{CounterSet, DraDevice, PoolContent, PoolTarget, ServerVersion};
 use wdp_resource::Resource;
 
 use crate::error::DraError;
@@ -49,18 +49,50 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
         .collect();
     let layout = layout_lines(&list.devices, &list.counter_sets);
     let mut problems: Vec<String> = list.problems.iter().map(ToString::to_string).collect();
-    problems.extend(wdp_dra_client::validate(driver, &list.devices).iter().map(
-        |p| match &p.device {
-            Some(device) => format!("device {device}: {}: {}", p.field, p.message),
-            None => format!("{}: {}", p.field, p.message),
-        },
-    ));
+    let content = PoolContent {
+        devices: list.devices.clone(),
+        counter_sets: list.counter_sets.clone(),
+    };
+    let mut layout = layout;
+    layout.extend(slice_lines(driver, &content));
+    problems.extend(
+        wdp_dra_client::validate_pool(driver, &content, ServerVersion::V1_34)
+            .problems
+            .iter()
+            .map(|p| match &p.device {
+                Some(device) => format!("device {device}: {}: {}", p.field, p.message),
+                None => format!("{}: {}", p.field, p.message),
+            }),
+    );
     Ok(DraReport {
         driver: driver.to_owned(),
         names,
         layout,
         problems,
     })
+}
+
+/// How the pool is cut into slices on a 1.34 server and on later ones,
+/// with the bytes of their JSON specs (what the API server stores).
+fn slice_lines(driver: &str, content: &PoolContent) -> Vec<String> {
+    let target = PoolTarget::new(driver, "<node>");
+    [
+        ("1.34", ServerVersion::V1_34),
+        ("1.35+", ServerVersion::V1_35),
+    ]
+    .into_iter()
+    .map(|(label, version)| {
+        let slices = wdp_dra_client::plan_pool(&target, content, version, 1);
+        let bytes: usize = slices
+            .iter()
+            .map(|spec| serde_json::to_vec(spec).map_or(0, |json| json.len()))
+            .sum();
+        format!(
+            "published on a {label} server: {} slices, {bytes} bytes of slice specs",
+            slices.len()
+        )
+    })
+    .collect()
 }
 
 /// `name=value` pairs, space-separated.

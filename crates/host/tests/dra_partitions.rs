@@ -261,3 +261,175 @@ async fn a_nonsense_layout_is_refused_by_name_and_the_last_good_slices_stay() {
     }
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_1_35_server_counters_get_slices_of_their_own() {
+    let w = partitions_world("").await;
+    w.api.set_served_minor(35);
+    let (host, _endpoint) = w.serving_count(WHOLE_AND_PARTITIONS).await;
+    let slices = w.api.slices_of(NODE, DRIVER);
+    let with_counters: Vec<&ResourceSlice> = slices
+        .iter()
+        .filter(|s| s.spec.shared_counters.is_some())
+        .collect();
+    assert!(!with_counters.is_empty());
+    for slice in &with_counters {
+        assert!(
+            slice.spec.devices.is_none(),
+            "a 1.35 server takes devices and counters in different slices"
+        );
+    }
+    assert_eq!(published_counter_sets(&slices).len(), 8);
+    let devices = published_devices(&slices);
+    assert_eq!(devices.len(), WHOLE_AND_PARTITIONS);
+    for slice in slices.iter().filter(|s| s.spec.devices.is_some()) {
+        assert!(slice.spec.devices.as_ref().unwrap().len() <= 64);
+    }
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_partitionable_devices_gets_whole_devices_only() {
+    let w = partitions_world("").await;
+    w.api.set_partitions_dropped(true);
+    let (host, _endpoint) = w.serving_count(8).await;
+    let slices = w.api.slices_of(NODE, DRIVER);
+    assert!(published_counter_sets(&slices).is_empty());
+    let devices = published_devices(&slices);
+    assert_eq!(devices.len(), 8, "{:?}", devices.keys());
+    assert!(
+        devices
+            .values()
+            .all(|d| d.get("consumesCounters").is_none()),
+        "{devices:?}"
+    );
+    let status = host.dra_status().await;
+    assert!(
+        status.values().any(|(_, s)| s.partitions_dropped),
+        "{status:?}"
+    );
+    host.shutdown().await;
+}
+
+/// A claim allocated `device` for sharing: share `share`, `memory` of it.
+fn shared_claim(name: &str, device: &str, share: &str, memory: &str) -> ResourceClaim {
+    let mut claim = claim(name, DRIVER, &[device]);
+    let result = &mut claim
+        .status
+        .as_mut()
+        .and_then(|s| s.allocation.as_mut())
+        .and_then(|a| a.devices.as_mut())
+        .and_then(|d| d.results.as_mut())
+        .unwrap()[0];
+    result.share_id = Some(share.to_owned());
+    result.consumed_capacity = Some(BTreeMap::from([(
+        format!("{DRIVER}/memory"),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity(memory.to_owned()),
+    )]));
+    claim
+}
+
+/// `claim` with admin access on its result.
+fn admin(mut claim: ResourceClaim) -> ResourceClaim {
+    claim
+        .status
+        .as_mut()
+        .and_then(|s| s.allocation.as_mut())
+        .and_then(|a| a.devices.as_mut())
+        .and_then(|d| d.results.as_mut())
+        .unwrap()[0]
+        .admin_access = Some(true);
+    claim
+}
+
+fn env_of(w: &DraWorld, claim: &ResourceClaim) -> Vec<String> {
+    read_cdi_spec(&spec_of(w, claim))["containerEdits"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_gpu_serves_claims_their_memory_admin_access_takes_nothing_and_guest_taints_are_published()
+ {
+    let w = partitions_world("share = \"memory\"\nnote = \"ecc-watch\"\n").await;
+    let mut config = partitions_config("share = \"memory\"\nnote = \"ecc-watch\"\n");
+    config = config.replace(
+        "[guest-config]",
+        "[hooks.allocate]\nguest = \"guests/echo.wasm\"\n[hooks.device-taints]\nguest = \"guests/taints.wasm\"\n[guest-config]",
+    );
+    w.world.write_config("gpu.toml", &config);
+    w.world
+        .install_guest(wdp_guest_artifacts::CLAIM_ECHO, "echo.wasm");
+    w.world
+        .install_guest(wdp_guest_artifacts::COMPAT_NEWER_PATCH, "taints.wasm");
+    let (host, endpoint) = w.serving_count(WHOLE_AND_PARTITIONS).await;
+
+    let devices = published_devices(&w.api.slices_of(NODE, DRIVER));
+    let gpu = &devices[&name_of(GPU_A)];
+    assert_eq!(gpu["allowMultipleAllocations"], true, "{gpu}");
+    // Capacity names are qualified with the driver, as attributes are.
+    let memory = &gpu["capacity"][format!("{DRIVER}/memory")];
+    assert_eq!(memory["value"], "80Gi", "{gpu}");
+    assert_eq!(memory["requestPolicy"]["default"], "10Gi", "{gpu}");
+    // The guest's taint, on whole devices and partitions alike.
+    for name in [name_of(GPU_A), "gpu-0-1g-10gb-0".to_owned()] {
+        let taints = &devices[&name]["taints"];
+        assert_eq!(taints[0]["key"], "example.com/note", "{name}: {taints}");
+        assert_eq!(taints[0]["value"], "ecc-watch");
+        assert_eq!(taints[0]["effect"], "NoExecute");
+    }
+
+    // Two claims share GPU A, each with its own amount.
+    let first = w.api.put_claim(shared_claim(
+        "first",
+        &name_of(GPU_A),
+        "0b8e6a52-9d1c-4c0e-a6f4-1f2d3c4b5a61",
+        "20Gi",
+    ));
+    let second = w.api.put_claim(shared_claim(
+        "second",
+        &name_of(GPU_A),
+        "0b8e6a52-9d1c-4c0e-a6f4-1f2d3c4b5a62",
+        "30Gi",
+    ));
+    assert_eq!(prepare_one(&endpoint, &first).await.error, "");
+    assert_eq!(prepare_one(&endpoint, &second).await.error, "");
+    let env = env_of(&w, &second);
+    assert!(
+        env.iter().any(|e| e.starts_with("WDP_CLAIM_DEVICE_0=")
+            && e.contains("consumed=memory=30Gi")
+            && e.contains("share=0b8e6a52-9d1c-4c0e-a6f4-1f2d3c4b5a62")),
+        "{env:?}"
+    );
+    let statuses = device_statuses(&w, &second);
+    assert_eq!(
+        statuses[0]["shareID"], "0b8e6a52-9d1c-4c0e-a6f4-1f2d3c4b5a62",
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[0]["data"]["memory"], "30Gi", "{statuses:?}");
+
+    // Admin access on GPU B, and a regular claim on it beside.
+    let watcher = w
+        .api
+        .put_claim(admin(claim("watcher", DRIVER, &[&name_of(GPU_B)])));
+    let user = w.api.put_claim(claim("user", DRIVER, &[&name_of(GPU_B)]));
+    assert_eq!(prepare_one(&endpoint, &watcher).await.error, "");
+    assert_eq!(prepare_one(&endpoint, &user).await.error, "");
+    let env = env_of(&w, &watcher);
+    assert!(
+        env.iter().any(|e| e.contains("admin=true")),
+        "the guest is told: {env:?}"
+    );
+    assert_eq!(
+        device_statuses(&w, &watcher)[0]["data"]["adminAccess"],
+        true
+    );
+    for claim in [&first, &second, &watcher, &user] {
+        assert_eq!(unprepare_one(&endpoint, claim).await, "");
+        assert!(device_statuses(&w, claim).is_empty());
+    }
+    host.shutdown().await;
+}

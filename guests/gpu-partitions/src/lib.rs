@@ -25,13 +25,18 @@
 //! profiles = "1g.10gb=1:10Gi,2g.20gb=2:20Gi,3g.40gb=3:40Gi"
 //! create-attribute = "partition_create"   # must be in writable-attributes
 //! remove-attribute = "partition_remove"   # must be in writable-attributes
+//! # share = "memory"       # whole GPUs shared by several claims, each
+//! #                        # consuming part of the memory (consumable
+//! #                        # capacity; share-default = "10Gi" when a
+//! #                        # claim names no amount)
 //! # fail-create = "half"   # load tests: creates fail for claims whose UID
 //! #                        # bytes sum to an odd number (about half)
 //! ```
 
 use wdp_guest_sdk::{
-    ClaimDevice, Config, Counter, CounterConsumption, CounterSet, Device, DeviceLayout,
-    DeviceStatus, DraLayout, DraPrepare, DraUnprepare, Layout, Partition, hardware,
+    Capacity, CapacityRange, ClaimDevice, Config, Counter, CounterConsumption, CounterSet, Device,
+    DeviceLayout, DeviceStatus, DraLayout, DraPrepare, DraUnprepare, Layout, Partition,
+    RequestPolicy, hardware,
 };
 
 const DEFAULT_MEMORY: &str = "80Gi";
@@ -119,6 +124,7 @@ impl DraLayout for GpuPartitions {
         let memory = config.get_or("memory", DEFAULT_MEMORY);
         let slices = config.parse::<u32>("slices")?.unwrap_or(DEFAULT_SLICES);
         let profiles = profiles(&config)?;
+        let shared_memory = shared_memory(&config, memory)?;
 
         let mut layout = Layout {
             counter_sets: Vec::new(),
@@ -135,8 +141,8 @@ impl DraLayout for GpuPartitions {
             layout.devices.push(DeviceLayout {
                 id: gpu.id.clone(),
                 consumes_counters: whole,
-                capacity: Vec::new(),
-                allow_multiple_allocations: false,
+                capacity: shared_memory.iter().cloned().collect(),
+                allow_multiple_allocations: shared_memory.is_some(),
             });
             for profile in &profiles {
                 for index in 0..slices / profile.slices {
@@ -166,6 +172,31 @@ impl DraLayout for GpuPartitions {
             layout.partitions.len()
         );
         Ok(layout)
+    }
+}
+
+/// With `share = "memory"`: the whole GPU's memory as a capacity several
+/// claims consume parts of (consumable capacity), `share-default` (10Gi
+/// unless set) when a claim names no amount, in steps of 1Gi.
+fn shared_memory(config: &Config, memory: &str) -> Result<Option<Capacity>, String> {
+    match config.get("share") {
+        None => Ok(None),
+        Some("memory") => Ok(Some(Capacity {
+            name: "memory".to_string(),
+            value: memory.to_string(),
+            request_policy: Some(RequestPolicy {
+                default: Some(config.get_or("share-default", "10Gi").to_string()),
+                valid_values: Vec::new(),
+                valid_range: Some(CapacityRange {
+                    min: "1Gi".to_string(),
+                    max: Some(memory.to_string()),
+                    step: Some("1Gi".to_string()),
+                }),
+            }),
+        })),
+        Some(other) => Err(format!(
+            "guest-config `share`: {other:?} is not \"memory\" (the only capacity shared)"
+        )),
     }
 }
 
@@ -230,10 +261,17 @@ impl DraPrepare for GpuPartitions {
                 None
             };
             if !device.partition {
+                let mut data: Vec<String> = device
+                    .consumed_capacity
+                    .iter()
+                    .map(|(name, amount)| format!("{}:{}", json_string(name), json_string(amount)))
+                    .collect();
+                data.extend(admin.map(str::to_string));
                 let status = DeviceStatus::ready(&device.id, "DeviceReady", "whole GPU");
-                statuses.push(match admin {
-                    Some(admin) => status.with_data(format!("{{{admin}}}")),
-                    None => status,
+                statuses.push(if data.is_empty() {
+                    status
+                } else {
+                    status.with_data(format!("{{{}}}", data.join(",")))
                 });
                 continue;
             }
