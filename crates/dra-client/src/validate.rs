@@ -158,16 +158,14 @@ pub fn validate_pool(driver: &str, content: &PoolContent, version: ServerVersion
 fn check_attributes(driver: &str, device: &DraDevice, report: &mut impl FnMut(String, String)) {
     let (attributes, capacities) = (device.attributes.len(), device.capacity.len());
     if attributes + capacities > MAX_ATTRIBUTES_PER_DEVICE {
-        let (field, counted) = if capacities == 0 {
-            ("attributes", format!("{attributes} attributes"))
+        // The server names the device: the total of attributes and capacities.
+        let counted = if capacities == 0 {
+            format!("{attributes} attributes")
         } else {
-            (
-                "capacity",
-                format!("{attributes} attributes and {capacities} capacities"),
-            )
+            format!("{attributes} attributes and {capacities} capacities")
         };
         report(
-            field.to_owned(),
+            "attributes".to_owned(),
             format!("{counted}, more than the {MAX_ATTRIBUTES_PER_DEVICE} allowed together"),
         );
     }

@@ -377,10 +377,10 @@ fn attributes_and_capacities_count_together() {
         .clone()
         .with_capacity("c0", Capacity::new("1"))
         .with_capacity("c1", Capacity::new("1"));
-    assert_eq!(validate(DRIVER, &[fine.clone()]), vec![]);
+    assert_eq!(validate(DRIVER, std::slice::from_ref(&fine)), vec![]);
     let crowded = fine.with_capacity("c2", Capacity::new("1"));
     let problems = validate(DRIVER, &[crowded]);
-    assert_eq!(fields_of(&problems), vec![(Some("gpu0"), "capacity")]);
+    assert_eq!(fields_of(&problems), vec![(Some("gpu0"), "attributes")]);
     assert!(
         problems[0]
             .message

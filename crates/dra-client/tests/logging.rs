@@ -1,5 +1,7 @@
 //! What the publisher logs while failing: one WARN per change of error state,
-//! one INFO on recovery, one WARN when the server drops taints. A test binary
+//! one INFO on recovery, one WARN per change of what is left out of the pool,
+//! one WARN when the server drops taints, one ERROR when it drops counters or
+//! sharing. A test binary
 //! of its own, because it installs the process-wide log subscriber.
 
 mod common;
@@ -8,7 +10,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use wdp_dra_client::{AttributeValue, DraDevice};
+use wdp_dra_client::{AttributeValue, Capacity, CounterSet, DraDevice, PoolContent};
 
 /// Collects every formatted log line.
 #[derive(Clone, Default)]
@@ -104,5 +106,40 @@ async fn failures_warn_once_per_error_state_and_recovery_is_told() {
     let passes = status.borrow().passes;
     status_where(&mut status, "another pass", |s| s.passes > passes).await;
     assert_eq!(captured.lines_with("WARN", "DRADeviceTaints"), 1);
+    publisher.stop().await;
+
+    // Dropped counters and sharing: one ERROR each, naming driver and node,
+    // however many passes follow.
+    cluster.server.set_partitions_dropped(true);
+    cluster.server.set_consumable_capacity_dropped(true);
+    let publisher = cluster.publisher(target());
+    let mut status = publisher.status();
+    let pool = || PoolContent {
+        counter_sets: vec![CounterSet::new("gpu0-counters", [("memory", "40Gi")])],
+        devices: vec![
+            DraDevice::new("gpu0").consuming("gpu0-counters", [("memory", "40Gi")]),
+            DraDevice::new("gpu0-half0")
+                .consuming("gpu0-counters", [("memory", "20Gi")])
+                .partition_of("gpu0"),
+            DraDevice::new("nic0")
+                .shared()
+                .with_capacity("bandwidth", Capacity::new("10G")),
+        ],
+    };
+    publisher.publish_pool(pool());
+    status_where(&mut status, "both drops seen", |s| {
+        s.partitions_dropped && s.consumable_capacity_dropped
+    })
+    .await;
+    for _ in 0..2 {
+        publisher.publish_pool(pool());
+        let passes = status.borrow().passes;
+        status_where(&mut status, "another pass", |s| s.passes > passes).await;
+    }
+    let partitions = "the API server dropped sharedCounters/consumesCounters: the DRAPartitionableDevices feature gate is off; publishing whole devices only";
+    assert_eq!(captured.lines_with("ERROR", partitions), 1);
+    assert_eq!(captured.lines_with("ERROR", "DRAConsumableCapacity"), 1);
+    let naming = format!("driver={DRIVER} node={NODE}");
+    assert_eq!(captured.lines_with(&naming, partitions), 1);
     publisher.stop().await;
 }
