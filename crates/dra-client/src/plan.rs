@@ -36,10 +36,7 @@ use crate::version::{ServerVersion, SliceLimits};
 /// target says otherwise (`publish-interval-ms`).
 pub const DEFAULT_MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// At most this many devices in one ResourceSlice.
-pub const MAX_DEVICES_PER_SLICE: usize = 128;
-/// At most this many devices in a ResourceSlice holding any tainted device.
-pub const MAX_DEVICES_PER_TAINTED_SLICE: usize = 64;
+pub use crate::version::{MAX_DEVICES_PER_SLICE, MAX_DEVICES_PER_TAINTED_SLICE};
 
 /// Where a device list is published: one driver's pool on one node, and how
 /// often the publisher may write it.

@@ -31,9 +31,7 @@ use crate::version::ServerVersion;
 
 /// At most this many attributes and capacities together per device.
 pub const MAX_ATTRIBUTES_PER_DEVICE: usize = 32;
-/// At most this many taints per device (from Kubernetes 1.35 on; 1.34
-/// allows 4, see [`SliceLimits::max_taints_per_device`](crate::SliceLimits)).
-pub const MAX_TAINTS_PER_DEVICE: usize = 16;
+pub use crate::version::MAX_TAINTS_PER_DEVICE;
 /// The longest string or version attribute value, in bytes.
 pub const MAX_ATTRIBUTE_VALUE_LEN: usize = 64;
 

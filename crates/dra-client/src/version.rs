@@ -14,6 +14,15 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::version::Info;
 
+/// At most this many taints per device from Kubernetes 1.35 on (1.34
+/// allows 4, see [`SliceLimits::max_taints_per_device`]).
+pub const MAX_TAINTS_PER_DEVICE: usize = 16;
+/// At most this many devices in one ResourceSlice.
+pub const MAX_DEVICES_PER_SLICE: usize = 128;
+/// At most this many devices in a ResourceSlice holding any tainted device
+/// (or, from 1.35 on, any device consuming counters).
+pub const MAX_DEVICES_PER_TAINTED_SLICE: usize = 64;
+
 /// A Kubernetes API server's `major.minor` version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ServerVersion {
@@ -64,8 +73,8 @@ impl ServerVersion {
     pub fn limits(self) -> SliceLimits {
         if self.separates_counter_sets() {
             SliceLimits {
-                max_devices: 128,
-                max_devices_with_taints_or_counters: 64,
+                max_devices: MAX_DEVICES_PER_SLICE,
+                max_devices_with_taints_or_counters: MAX_DEVICES_PER_TAINTED_SLICE,
                 counters_lower_device_limit: true,
                 max_counter_sets_per_slice: Some(8),
                 max_counters_per_slice: None,
@@ -74,12 +83,12 @@ impl ServerVersion {
                 max_counters_per_consumption: 32,
                 max_consumed_counters_per_device: None,
                 max_consumed_counters_per_slice: None,
-                max_taints_per_device: 16,
+                max_taints_per_device: MAX_TAINTS_PER_DEVICE,
             }
         } else {
             SliceLimits {
-                max_devices: 128,
-                max_devices_with_taints_or_counters: 64,
+                max_devices: MAX_DEVICES_PER_SLICE,
+                max_devices_with_taints_or_counters: MAX_DEVICES_PER_TAINTED_SLICE,
                 counters_lower_device_limit: false,
                 max_counter_sets_per_slice: None,
                 max_counters_per_slice: Some(32),
