@@ -66,7 +66,7 @@ pub(crate) struct PassOutcome {
 }
 
 /// The server's version: remembered, or asked once (`GET /version`). A
-/// version that cannot be read counts as the newest layout known.
+/// version that cannot be read, or a 404, counts as the newest layout known.
 pub(crate) async fn server_version(
     api: &Api<ResourceSlice>,
     target: &PoolTarget,
@@ -75,22 +75,27 @@ pub(crate) async fn server_version(
     if let Some(version) = memory.version {
         return Ok(version);
     }
-    let info = api
-        .clone()
-        .into_client()
-        .apiserver_version()
-        .await
-        .map_err(|source| {
-            ApiError::request(
+    let answer = api.clone().into_client().apiserver_version().await;
+    let info = match answer {
+        Ok(info) => Some(info),
+        // A server (or a proxy in front of it) that serves no /version.
+        Err(kube::Error::Api(status)) if status.is_not_found() => None,
+        Err(source) => {
+            return Err(ApiError::request(
                 format!("reading the API server's version for {}", target.describe()),
                 source,
-            )
-        })?;
-    let version = ServerVersion::from_info(&info).unwrap_or_else(|| {
-        let fallback = ServerVersion::default();
-        tracing::warn!(driver = %target.driver, node = %target.node_name, major = %info.major, minor = %info.minor, git_version = %info.git_version, assumed = %fallback, "the API server's version cannot be read; planning ResourceSlices for the newest layout known");
-        fallback
-    });
+            ));
+        }
+    };
+    let version = info
+        .as_ref()
+        .and_then(ServerVersion::from_info)
+        .unwrap_or_else(|| {
+            let fallback = ServerVersion::default();
+            let answered = info.as_ref().map(|info| info.git_version.clone());
+            tracing::warn!(driver = %target.driver, node = %target.node_name, ?answered, assumed = %fallback, "the API server's version cannot be read; planning ResourceSlices for the newest layout known");
+            fallback
+        });
     tracing::debug!(driver = %target.driver, node = %target.node_name, %version, "learned the API server's version");
     memory.version = Some(version);
     Ok(version)
