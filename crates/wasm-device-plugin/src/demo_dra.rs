@@ -123,12 +123,14 @@ impl DraWorld {
                                 && s.spec.node_name.as_deref() == Some(DEMO_NODE)
                         })
                         .collect();
+                    // Partitions (a dra-layout guest) come on top of the
+                    // advertised devices.
                     !mine.is_empty()
                         && mine
                             .iter()
                             .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
                             .sum::<usize>()
-                            == expected
+                            >= expected
                 },
                 STEP,
             )
@@ -146,9 +148,33 @@ impl DraWorld {
                 slice.spec.pool.name,
                 slice.spec.pool.generation
             );
+            for set in slice.spec.shared_counters.iter().flatten() {
+                let counters: Vec<String> = set
+                    .counters
+                    .iter()
+                    .map(|(name, counter)| format!("{name}={}", counter.value.0))
+                    .collect();
+                println!("    counter set {}: {}", set.name, counters.join(" "));
+            }
             for device in slice.spec.devices.iter().flatten() {
+                // A device is published under the reversible name of its
+                // ID; a partition under its own ID, which seldom decodes.
                 let id = wdp_dra_client::naming::device_id(&device.name)
-                    .unwrap_or_else(|_| "?".to_owned());
+                    .map(|id| format!("ID {id}"))
+                    .unwrap_or_else(|_| "a partition".to_owned());
+                let consumes = device
+                    .consumes_counters
+                    .iter()
+                    .flatten()
+                    .map(|c| {
+                        let counters: Vec<String> = c
+                            .counters
+                            .iter()
+                            .map(|(name, counter)| format!("{name}={}", counter.value.0))
+                            .collect();
+                        format!(" consumes {} of {}", counters.join(" "), c.counter_set)
+                    })
+                    .collect::<String>();
                 let attributes = device
                     .attributes
                     .iter()
@@ -178,7 +204,7 @@ impl DraWorld {
                         )
                     })
                     .collect::<String>();
-                println!("    {} (ID {id}) {attributes}{taints}", device.name);
+                println!("    {} ({id}) {attributes}{consumes}{taints}", device.name);
                 if first_device.is_none() && device.taints.as_ref().is_none_or(Vec::is_empty) {
                     first_device = Some(device.name.clone());
                 }
