@@ -1,9 +1,11 @@
 //! The DRA mode on the real binary, beside the shipped configuration's four
 //! device-plugin resources: `cargo bench -p wasm-device-plugin --bench dra`.
 //!
-//! One DRA resource (loop4–loop7 of a fixture root) is served twice, first
-//! with the built-in policy, then with the `allocate-shaper` guest, against
-//! the in-process API server and DRA kubelet stand-in. Printed:
+//! One DRA resource (loop4–loop7 of a fixture root) is served four times:
+//! with the built-in policy, then with the `allocate-shaper` guest, with
+//! the CDI folder on disk and then on tmpfs (as a node's `/var/run/cdi`
+//! is; the checkpoint in the state folder stays on disk), against the
+//! in-process API server and DRA kubelet stand-in. Printed:
 //!
 //! - `NodePrepareResources` round trips (claim read from the API server,
 //!   guests, CDI spec written, checkpoint), p50/p99 over
@@ -109,9 +111,18 @@ async fn prepare_one(api: &FakeApiServer, dra: &SimDraKubelet, n: usize, device:
 }
 
 /// One host run: prints every figure for this policy.
-async fn run(guest: bool, claims: usize) {
-    let label = if guest { "allocate guest" } else { "built-in" };
-    let layout = Layout::shipped();
+async fn run(guest: bool, claims: usize, cdi_on_tmpfs: bool) {
+    let label = match (guest, cdi_on_tmpfs) {
+        (false, false) => "built-in, CDI folder on disk",
+        (true, false) => "allocate guest, CDI folder on disk",
+        (false, true) => "built-in, CDI folder on tmpfs",
+        (true, true) => "allocate guest, CDI folder on tmpfs",
+    };
+    let layout = if cdi_on_tmpfs {
+        Layout::shipped().with_cdi_on_tmpfs()
+    } else {
+        Layout::shipped()
+    };
     let config_file = layout.config.join("loop-dra.toml");
     std::fs::write(&config_file, resource_file(guest, 1)).unwrap();
     let registry = layout.tmp.path().join("plugins_registry");
@@ -299,6 +310,10 @@ async fn main() {
         "DRA on the real binary ({}), 2 shared cores",
         support::binary()
     );
-    run(false, claims).await;
-    run(true, claims).await;
+    // The CDI folder on disk (as the tests have it), then on tmpfs as a
+    // node's /var/run/cdi is; the checkpoint stays on disk either way.
+    for cdi_on_tmpfs in [false, true] {
+        run(false, claims, cdi_on_tmpfs).await;
+        run(true, claims, cdi_on_tmpfs).await;
+    }
 }

@@ -24,6 +24,11 @@ pub struct Layout {
     pub config: PathBuf,
     /// The device-plugin folder.
     pub plugins: PathBuf,
+    /// The CDI folder (`--cdi-dir`): beside the others unless moved
+    /// ([`Layout::with_cdi_on_tmpfs`]).
+    pub cdi: PathBuf,
+    /// Keeps a CDI folder on tmpfs alive.
+    cdi_tmp: Option<tempfile::TempDir>,
 }
 
 impl Layout {
@@ -39,11 +44,23 @@ impl Layout {
             std::fs::create_dir_all(d).unwrap();
         }
         Self {
+            cdi: tmp.path().join("cdi"),
+            cdi_tmp: None,
             tmp,
             root,
             config,
             plugins,
         }
+    }
+
+    /// The same layout with its CDI folder on tmpfs (`/dev/shm`), as a
+    /// node's `/var/run/cdi` is (`/run` is tmpfs), while the state folder
+    /// stays on disk.
+    pub fn with_cdi_on_tmpfs(mut self) -> Self {
+        let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
+        self.cdi = tmp.path().join("cdi");
+        self.cdi_tmp = Some(tmp);
+        self
     }
 
     /// The repository's shipped `config/` (its `*.toml` files) with the
@@ -89,7 +106,7 @@ impl Layout {
             .arg("--host-root")
             .arg(&self.root)
             .arg("--cdi-dir")
-            .arg(self.tmp.path().join("cdi"))
+            .arg(&self.cdi)
             .args(extra)
             .env("RUST_LOG", "error")
             .kill_on_drop(true)
