@@ -52,7 +52,7 @@ pub struct PreparedDevice {
     pub consumed_capacity: Vec<(String, String)>,
     /// Whether the device allows several allocations at once (then it is
     /// not held exclusively either).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub shared: bool,
     /// Fully qualified CDI device IDs the runtime injects.
     pub cdi_device_ids: Vec<String>,
@@ -79,8 +79,15 @@ pub struct PreparedClaim {
     pub cdi_spec: Option<PathBuf>,
     /// Whether device statuses were written into the claim (removed at
     /// unprepare).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub status_written: bool,
+}
+
+/// Fields added after the first format are left out when they hold their
+/// default, so a record without them serializes (and checksums) exactly as
+/// the hosts before them wrote it: an upgrade reads the old file as it is.
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 /// The file's content.
@@ -424,6 +431,29 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_written_before_partitions_and_statuses_reads_as_it_is() {
+        // The bytes of a record as hosts before WIT 0.1.2 wrote them.
+        let claims = r#"{"uid-1":{"namespace":"default","name":"c","devices":[{"request_names":["gpu"],"pool_name":"node-a","device_name":"gpu0","device_id":"gpu0","cdi_device_ids":["example.com/gpu=uid-1-gpu0"],"admin_access":false}],"cdi_spec":"/var/run/cdi/x.json"}}"#;
+        let file = format!(
+            r#"{{"version":1,"driver":"gpu.example.com","checksum":"{}","claims":{claims}}}"#,
+            fnv1a(claims.as_bytes())
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("dra")).unwrap();
+        std::fs::write(dir.path().join("dra/gpu.example.com.json"), file).unwrap();
+        let checkpoint = Checkpoint::load(dir.path(), "gpu.example.com");
+        assert_eq!(
+            checkpoint.set_aside(),
+            None,
+            "an upgrade must not set it aside"
+        );
+        let claim = &checkpoint.claims()["uid-1"];
+        assert_eq!(claim.devices[0].device_id, "gpu0");
+        assert!(!claim.devices[0].shared && claim.devices[0].partition_of.is_none());
+        assert!(!claim.status_written);
+    }
 
     fn claim(device_id: &str, admin_access: bool) -> PreparedClaim {
         PreparedClaim {
