@@ -29,7 +29,7 @@ mod plan;
 mod pool;
 mod problem;
 mod publisher;
-mod quantity;
+pub mod quantity;
 mod retry_after;
 mod status_checks;
 mod validate;

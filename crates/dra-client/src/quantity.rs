@@ -7,17 +7,17 @@
 //! (`e3`, `E-2`). A parsed quantity is held exactly as a count of
 //! nano-units; like the API server, precision below a nano-unit rounds up.
 //! Values beyond about 1.7 × 10^29 are refused as too large (no device has
-//! that much of anything).
+//! that much of anything). The host checks a guest's layout with it too.
 
 use std::fmt;
 
 /// A parsed quantity, in nano-units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct Quantity(i128);
+pub struct Quantity(i128);
 
 /// Why a text is not a quantity.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum QuantityError {
+pub enum QuantityError {
     /// Nothing at all.
     #[error("an empty string is not a quantity")]
     Empty,
@@ -43,7 +43,7 @@ const NANOS_PER_UNIT: i128 = 1_000_000_000;
 
 impl Quantity {
     /// Parses `text` (see the module docs).
-    pub(crate) fn parse(text: &str) -> Result<Self, QuantityError> {
+    pub fn parse(text: &str) -> Result<Self, QuantityError> {
         if text.is_empty() {
             return Err(QuantityError::Empty);
         }
@@ -132,20 +132,20 @@ impl Quantity {
     }
 
     /// Zero.
-    pub(crate) const ZERO: Quantity = Quantity(0);
+    pub const ZERO: Quantity = Quantity(0);
 
     /// Whether this is below zero.
-    pub(crate) fn is_negative(self) -> bool {
+    pub fn is_negative(self) -> bool {
         self.0 < 0
     }
 
     /// `self + other`, `None` on overflow.
-    pub(crate) fn checked_add(self, other: Quantity) -> Option<Quantity> {
+    pub fn checked_add(self, other: Quantity) -> Option<Quantity> {
         self.0.checked_add(other.0).map(Quantity)
     }
 
     /// Whether `self - base` is a whole multiple of `step` (`step` > 0).
-    pub(crate) fn is_step_from(self, base: Quantity, step: Quantity) -> bool {
+    pub fn is_step_from(self, base: Quantity, step: Quantity) -> bool {
         step.0 > 0 && (self.0 - base.0) % step.0 == 0
     }
 }

@@ -8,8 +8,9 @@
 //! [`check_layout`] and [`check_taints`] are the host's checks of the
 //! guests' answers: a layout that names unknown devices, counter sets or
 //! counters, consumes more than a set holds, repeats a name, has a value
-//! that is not a quantity or too many of anything is refused whole with
-//! the reason, and the last good layout keeps serving.
+//! that is not a quantity (read by `wdp_dra_client::quantity`, the same
+//! reader the publisher uses) or too many of anything is refused whole
+//! with the reason, and the last good layout keeps serving.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -18,7 +19,7 @@ use wdp_policy::types::{
     Tainted,
 };
 
-use crate::quantity::Quantity;
+use wdp_dra_client::quantity::Quantity;
 
 /// The most partitions one resource may describe.
 pub const MAX_PARTITIONS: usize = 1024;
@@ -36,6 +37,9 @@ pub const MAX_PARTITION_ATTRIBUTES: usize = 32;
 /// The most taints a guest may give one device: the API allows 4, and the
 /// fourth place is kept for the health taint.
 pub const MAX_GUEST_TAINTS: usize = 3;
+/// The largest amount a counter or capacity may hold: 2^63 - 1 units,
+/// far beyond any device (8 EiB of bytes).
+const MAX_UNITS: i128 = i64::MAX as i128;
 /// The longest device, partition, counter-set or counter name.
 const MAX_NAME: usize = 63;
 /// The longest taint value (a label value).
@@ -133,7 +137,7 @@ pub fn check_layout(layout: &Layout, devices: &[Device]) -> Result<(), String> {
         for counter in &set.counters {
             let what = format!("counter {:?} of {what}", counter.name);
             check_name(&counter.name, &what)?;
-            let value = Quantity::parse(&counter.value).map_err(|e| format!("{what}: {e}"))?;
+            let value = amount(&counter.value).map_err(|e| format!("{what}: {e}"))?;
             if counters.insert(counter.name.as_str(), value).is_some() {
                 return Err(format!("{what} is named twice"));
             }
@@ -180,6 +184,20 @@ pub fn check_layout(layout: &Layout, devices: &[Device]) -> Result<(), String> {
         check_capacity(&partition.capacity, false, &what)?;
     }
     Ok(())
+}
+
+/// A counter or capacity amount: a Kubernetes quantity, not negative, at
+/// most [`MAX_UNITS`].
+fn amount(text: &str) -> Result<Quantity, String> {
+    let quantity = Quantity::parse(text).map_err(|e| e.to_string())?;
+    if quantity.is_negative() {
+        return Err(format!("{text:?} is negative"));
+    }
+    let most = Quantity::parse(&MAX_UNITS.to_string()).map_err(|e| e.to_string())?;
+    if quantity > most {
+        return Err(format!("{text:?} is too large"));
+    }
+    Ok(quantity)
 }
 
 /// A device, partition, counter-set or counter name: a DNS label.
@@ -232,9 +250,9 @@ fn check_consumption(
                     counter.name, consumption.counter_set
                 ));
             };
-            let amount = Quantity::parse(&counter.value)
+            let consumed = amount(&counter.value)
                 .map_err(|e| format!("{what}, counter {:?}: {e}", counter.name))?;
-            if amount > *available {
+            if consumed > *available {
                 return Err(format!(
                     "{what} consumes {} of counter {:?}, more than the {} counter set {:?} holds",
                     counter.value, counter.name, available, consumption.counter_set
@@ -259,7 +277,7 @@ fn check_capacity(capacity: &[Capacity], shared: bool, what: &str) -> Result<(),
         if !names.insert(entry.name.as_str()) {
             return Err(format!("{what} is named twice"));
         }
-        let value = Quantity::parse(&entry.value).map_err(|e| format!("{what}: {e}"))?;
+        let value = amount(&entry.value).map_err(|e| format!("{what}: {e}"))?;
         let Some(policy) = &entry.request_policy else {
             continue;
         };
@@ -268,7 +286,7 @@ fn check_capacity(capacity: &[Capacity], shared: bool, what: &str) -> Result<(),
                 "{what} has a request policy, which only a device that allows multiple allocations may have"
             ));
         }
-        let parse = |text: &str| Quantity::parse(text).map_err(|e| format!("{what}: {e}"));
+        let parse = |text: &str| amount(text).map_err(|e| format!("{what}: {e}"));
         let mut last = None;
         if policy.valid_values.len() > 10 {
             return Err(format!("{what} has more than 10 valid values"));
@@ -313,7 +331,7 @@ fn check_capacity(capacity: &[Capacity], shared: bool, what: &str) -> Result<(),
                 policy
                     .valid_values
                     .iter()
-                    .any(|v| Quantity::parse(v).is_ok_and(|v| v == d))
+                    .any(|v| amount(v).is_ok_and(|v| v == d))
             });
             if !in_values {
                 return Err(format!(

@@ -19,9 +19,8 @@
 //! [`device_set`] through discovery and health (`builtin` policy or a
 //! guest, through the one call path of [`guest_call`], answers checked by
 //! [`validate`], with [`companions`] added, and on DRA the partitions,
-//! counters, capacity and taints of [`dra_layout`], whose amounts
-//! [`quantity`] reads); `resource` is the per-resource swap point
-//! ([`Resource`]), `admission` the decisions on top of it
+//! counters, capacity and taints of [`dra_layout`]); `resource` is the
+//! per-resource swap point ([`Resource`]), `admission` the decisions on top of it
 //! ([`Resource::allocate`]) and [`dra_actions`] the DRA prepare and
 //! unprepare guests ([`Resource::dra_prepare`]); [`cdi`] writes CDI specs;
 //! [`metrics`] counts; `error` says what stops a resource from being
@@ -44,7 +43,6 @@ pub mod limits;
 pub mod loading;
 pub mod metrics;
 mod pipeline;
-pub mod quantity;
 mod resource;
 mod services;
 pub mod spec;
