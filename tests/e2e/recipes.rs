@@ -597,3 +597,44 @@ fn every_recipe_as_shipped_passes_check_on_its_fixture() {
         assert!(!out.contains("no counter set"), "{recipe}: {out}");
     }
 }
+
+/// `test` on the GPU partitions recipe shows the layout as it will be
+/// published: counter sets, what whole GPUs and partitions consume, and
+/// the slices it takes on each served version.
+#[test]
+fn test_prints_the_partitions_recipes_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guests = tmp.path().join("config/guests");
+    std::fs::create_dir_all(&guests).unwrap();
+    std::fs::copy(
+        wdp_guest_artifacts::GPU_PARTITIONS,
+        guests.join("gpu-partitions.wasm"),
+    )
+    .unwrap();
+    let dir = tmp.path().join("config/examples/gpu-partitions-dra");
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(recipe_dir("gpu-partitions-dra")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gpu-server");
+    let (code, out, err) = run_to_end(&[
+        "test",
+        "--config-dir",
+        dir.to_str().unwrap(),
+        "--host-root",
+        fixture.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    for line in [
+        "DRA driver gpu.example.com (registers through the kubelet's plugin watcher)",
+        "counter set gpu-0: memory=80Gi slices=7",
+        "device 0000-3a03-3a00-2e0: consumes memory=80Gi slices=7 from gpu-0",
+        "device gpu-7-3g-40gb-1: partition of 0000-3a88-3a00-2e0; consumes memory=40Gi slices=3 from gpu-7",
+        "published on a 1.34 server: 1 slices",
+        "published on a 1.35+ server: 3 slices",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+    assert!(!out.contains("registration: kubelet"), "{out}");
+}

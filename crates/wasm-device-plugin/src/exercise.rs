@@ -61,7 +61,12 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
         exercised += 1;
         let spec = resource.spec();
         println!("\n{} ({})", resource.name(), spec.config.file.display());
-        println!("  {}", args.registration.describe(&spec.config.socket));
+        match &spec.config.driver {
+            Some(driver) => {
+                println!("  DRA driver {driver} (registers through the kubelet's plugin watcher)")
+            }
+            None => println!("  {}", args.registration.describe(&spec.config.socket)),
+        }
         for (hook, guest) in &spec.guests {
             println!(
                 "  hook {hook}: guest {} sha256:{}",
