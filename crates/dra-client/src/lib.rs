@@ -62,7 +62,7 @@ pub use publisher::{
     SlicePublisher,
 };
 pub use validate::{
-    MAX_ATTRIBUTE_VALUE_LEN, MAX_ATTRIBUTES_PER_DEVICE, MAX_TAINTS_PER_DEVICE, PoolCheck, validate,
-    validate_pool,
+    MAX_ATTRIBUTE_VALUE_LEN, MAX_ATTRIBUTES_PER_DEVICE, MAX_TAINTS_PER_DEVICE, PoolCheck,
+    label_name_problem, label_value_problem, validate, validate_pool,
 };
 pub use version::{ServerVersion, SliceLimits};

@@ -220,9 +220,7 @@ fn check_taints(device: &DraDevice, max: usize, report: &mut impl FnMut(String, 
                 format!("{:?} is not a label name: {problem}", taint.key),
             );
         }
-        if !taint.value.is_empty()
-            && let Some(problem) = label_name_part_problem(&taint.value)
-        {
+        if let Some(problem) = label_value_problem(&taint.value) {
             report(
                 format!("taints[{index}].value"),
                 format!("{:?} is not a label value: {problem}", taint.value),
@@ -240,7 +238,7 @@ fn value_length_problem(value: &str) -> Option<String> {
 }
 
 /// Why `key` is not a label name (`[prefix/]name`), or `None`.
-pub(crate) fn label_name_problem(key: &str) -> Option<String> {
+pub fn label_name_problem(key: &str) -> Option<String> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
@@ -256,6 +254,16 @@ pub(crate) fn label_name_problem(key: &str) -> Option<String> {
         return Some("the name part is empty".to_owned());
     }
     label_name_part_problem(name)
+}
+
+/// Why `value` is not a label value (empty, or as the name part of a label
+/// key), or `None`.
+pub fn label_value_problem(value: &str) -> Option<String> {
+    if value.is_empty() {
+        None
+    } else {
+        label_name_part_problem(value)
+    }
 }
 
 /// Why `part` is not the name part of a label key, nor a label value, or `None`:

@@ -19,7 +19,9 @@ use wdp_policy::types::{
     Tainted,
 };
 
+use wdp_dra_client::naming::dns_label_problem;
 use wdp_dra_client::quantity::Quantity;
+use wdp_dra_client::{label_name_problem, label_value_problem};
 
 /// The most partitions one resource may describe.
 pub const MAX_PARTITIONS: usize = 1024;
@@ -40,10 +42,6 @@ pub const MAX_GUEST_TAINTS: usize = 3;
 /// The largest amount a counter or capacity may hold: 2^63 - 1 units,
 /// far beyond any device (8 EiB of bytes).
 const MAX_UNITS: i128 = i64::MAX as i128;
-/// The longest device, partition, counter-set or counter name.
-const MAX_NAME: usize = 63;
-/// The longest taint value (a label value).
-const MAX_TAINT_VALUE: usize = 63;
 
 /// The DRA-only facts of one device set, checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -202,19 +200,9 @@ fn amount(text: &str) -> Result<Quantity, String> {
 
 /// A device, partition, counter-set or counter name: a DNS label.
 fn check_name(name: &str, what: &str) -> Result<(), String> {
-    let label = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if label {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what}: the name must be a DNS label (lower-case letters, digits and '-', at most {MAX_NAME} characters, starting and ending with a letter or digit)"
-        ))
+    match dns_label_problem(name) {
+        None => Ok(()),
+        Some(problem) => Err(format!("{what}: the name is not a DNS label: {problem}")),
     }
 }
 
@@ -365,62 +353,21 @@ pub fn check_taints(answer: &[Tainted], devices: &[Device]) -> Result<(), String
         }
         let mut keys = BTreeSet::new();
         for taint in &tainted.taints {
-            check_taint_key(&taint.key)
-                .map_err(|p| format!("{what}, taint key {:?}: {p}", taint.key))?;
+            if let Some(problem) = label_name_problem(&taint.key) {
+                return Err(format!(
+                    "{what}, taint key {:?}: not a label name: {problem}",
+                    taint.key
+                ));
+            }
             if !keys.insert(taint.key.as_str()) {
                 return Err(format!("{what} has taint key {:?} twice", taint.key));
             }
-            let value_ok = taint.value.len() <= MAX_TAINT_VALUE
-                && taint
-                    .value
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-                && (taint.value.is_empty()
-                    || taint.value.starts_with(|c: char| c.is_ascii_alphanumeric())
-                        && taint.value.ends_with(|c: char| c.is_ascii_alphanumeric()));
-            if !value_ok {
+            if let Some(problem) = label_value_problem(&taint.value) {
                 return Err(format!(
-                    "{what}, taint {:?}: the value {:?} is not a label value (at most 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)",
+                    "{what}, taint {:?}: the value {:?} is not a label value: {problem}",
                     taint.key, taint.value
                 ));
             }
-        }
-    }
-    Ok(())
-}
-
-/// A label name: `[prefix/]name`, the name at most 63 characters of
-/// letters, digits, `-`, `_`, `.` (alphanumeric at both ends), the prefix
-/// a DNS subdomain of at most 253.
-fn check_taint_key(key: &str) -> Result<(), &'static str> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if !name_ok {
-        return Err("not a label name (at most 63 letters, digits, '-', '_', '.')");
-    }
-    if let Some(prefix) = prefix {
-        let prefix_ok = !prefix.is_empty()
-            && prefix.len() <= 253
-            && prefix.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-            });
-        if !prefix_ok {
-            return Err("its prefix is not a DNS subdomain");
         }
     }
     Ok(())
