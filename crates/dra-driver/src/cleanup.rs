@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::prepare::{ClaimPreparer, ClaimRef};
+use crate::claim::ClaimRef;
+use crate::prepare::ClaimPreparer;
 use crate::service::ClaimReader;
 
 /// A CDI spec younger than this may belong to a prepare in progress (the

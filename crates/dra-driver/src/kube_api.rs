@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use wdp_dra_client::{PoolTarget, PublisherHandle, SlicePublisher};
 
+use crate::claim::StatusWriter;
 use crate::error::DraError;
-use crate::prepare::StatusWriter;
 use crate::service::ClaimReader;
 
 /// How long a claim read may take: well inside the kubelet's 45 s for a

@@ -10,7 +10,10 @@
 //! stream ([`HealthService`]); `checkpoint` is the on-disk record of
 //! prepared claims, shared with a second instance during a rolling update;
 //! `handover` decides which instance publishes; `prepare` holds the per-claim prepare and unprepare
-//! decisions and `claim_cdi` the CDI spec of one claim; `cleanup` unprepares at
+//! decisions, `allocation` maps a claim's results to this node's devices
+//! and partitions, `claim` names a claim and writes its device statuses,
+//! `in_flight` what claims are doing right now, and `claim_cdi` the CDI
+//! spec of one claim; `cleanup` unprepares at
 //! start what the API server no longer has; `service` is the
 //! `DRAPlugin` gRPC side (v1 and v1beta1); `kube_api` connects to the API
 //! server ([`connect`], [`DraApi`]); `driver` runs one driver (sockets,
@@ -24,7 +27,9 @@
 
 #![warn(missing_docs)]
 
+mod allocation;
 mod checkpoint;
+mod claim;
 mod claim_cdi;
 mod cleanup;
 mod devices;
@@ -32,6 +37,7 @@ mod driver;
 mod error;
 mod handover;
 mod health;
+mod in_flight;
 mod kube_api;
 mod prepare;
 mod publish;

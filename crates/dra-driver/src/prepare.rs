@@ -37,213 +37,24 @@
 //! prepared once, the second call waiting for and answering with the
 //! first's record.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::api::resource::v1::{
-    AllocatedDeviceStatus, DeviceRequestAllocationResult, NetworkDeviceData, ResourceClaim,
+    AllocatedDeviceStatus, DeviceRequestAllocationResult, ResourceClaim,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use tokio::sync::{Mutex, Notify, oneshot};
-use wdp_policy::types::{ClaimDevice, DeviceStatus};
+use wdp_policy::types::ClaimDevice;
 
+use crate::allocation::{Picked, api_status, claim_info, recorded_claim_info};
 use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
+use crate::claim::{ClaimRef, StatusWrite, StatusWriter, StatusWriterSlot};
 use crate::claim_cdi;
+use crate::in_flight::{self, InFlight, Reservation};
 use wdp_resource::Resource;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
-
-/// A claim as the kubelet names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClaimRef {
-    /// Its namespace.
-    pub namespace: String,
-    /// Its name.
-    pub name: String,
-    /// Its UID.
-    pub uid: String,
-}
-
-impl std::fmt::Display for ClaimRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{} (uid {})", self.namespace, self.name, self.uid)
-    }
-}
-
-/// One write of a claim's device statuses: this driver's and pool's
-/// entries of `status.devices` become `statuses` (none: removed).
-#[derive(Clone, Debug)]
-pub struct StatusWrite {
-    /// The claim.
-    pub claim: ClaimRef,
-    /// The driver whose entries are replaced.
-    pub driver: String,
-    /// The pool whose entries are replaced.
-    pub pool: String,
-    /// The new entries.
-    pub statuses: Vec<AllocatedDeviceStatus>,
-}
-
-/// Writes device statuses into claims (the API server in production).
-pub type StatusWriter = Arc<
-    dyn Fn(StatusWrite) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
-        + Send
-        + Sync,
->;
-
-/// One allocation result mapped to this node's devices.
-#[derive(Debug)]
-struct Picked<'a> {
-    /// The advertised device whose nodes the container gets (a
-    /// partition's parent).
-    device: &'a AdvertisedDevice,
-    /// The ID the result names: the device's, or the partition's.
-    id: String,
-    /// Whether `id` is a partition.
-    partition: bool,
-    /// Whether the device allows multiple allocations.
-    shared: bool,
-    /// The result.
-    result: &'a DeviceRequestAllocationResult,
-}
-
-impl Picked<'_> {
-    /// Whether this allocation holds its device (or partition) alone.
-    fn exclusive(&self) -> bool {
-        self.result.admin_access != Some(true) && !self.shared
-    }
-
-    /// The device as the `claim` import and the prepare guests see it;
-    /// capacity names of `driver`'s domain without it, as the guest
-    /// declared them (`gpu.example.com/memory` → `memory`).
-    fn claim_device(&self, driver: &str) -> ClaimDevice {
-        ClaimDevice {
-            id: self.id.clone(),
-            device_id: self.device.device.device_id.clone(),
-            partition: self.partition,
-            request: self.result.request.clone(),
-            admin_access: self.result.admin_access == Some(true),
-            consumed_capacity: self
-                .result
-                .consumed_capacity
-                .iter()
-                .flatten()
-                .map(|(name, amount)| {
-                    let name = name
-                        .strip_prefix(driver)
-                        .and_then(|rest| rest.strip_prefix('/'))
-                        .unwrap_or(name);
-                    (name.to_owned(), amount.0.clone())
-                })
-                .collect(),
-            share_id: self.result.share_id.clone(),
-        }
-    }
-}
-
-/// A recorded device as the `dra-unprepare` guest sees it.
-fn recorded_claim_device(device: &PreparedDevice) -> ClaimDevice {
-    ClaimDevice {
-        id: device.device_id.clone(),
-        device_id: device
-            .partition_of
-            .clone()
-            .unwrap_or_else(|| device.device_id.clone()),
-        partition: device.partition_of.is_some(),
-        request: device.request_names.first().cloned().unwrap_or_default(),
-        admin_access: device.admin_access,
-        consumed_capacity: device.consumed_capacity.clone(),
-        share_id: device.share_id.clone(),
-    }
-}
-
-/// A guest's device status as the API's, for device `name` of `pool`.
-fn api_status(
-    driver: &str,
-    pool: &str,
-    name: &str,
-    share_id: Option<String>,
-    status: &DeviceStatus,
-) -> AllocatedDeviceStatus {
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    AllocatedDeviceStatus {
-        driver: driver.to_owned(),
-        pool: pool.to_owned(),
-        device: name.to_owned(),
-        share_id,
-        conditions: (!status.conditions.is_empty()).then(|| {
-            status
-                .conditions
-                .iter()
-                .map(|c| Condition {
-                    type_: c.type_.clone(),
-                    status: c.status.clone(),
-                    reason: c.reason.clone(),
-                    message: c.message.clone(),
-                    last_transition_time: now.clone(),
-                    observed_generation: None,
-                })
-                .collect()
-        }),
-        data: status
-            .data
-            .as_deref()
-            .and_then(|d| serde_json::from_str(d).ok())
-            .map(RawExtension),
-        network_data: status.network.as_ref().map(|n| NetworkDeviceData {
-            interface_name: (!n.interface_name.is_empty()).then(|| n.interface_name.clone()),
-            ips: (!n.ips.is_empty()).then(|| n.ips.clone()),
-            hardware_address: (!n.hardware_address.is_empty()).then(|| n.hardware_address.clone()),
-        }),
-    }
-}
-
-/// What the guests see of `object` through the `claim` import: the
-/// requests of this driver's results, and the parameters of every opaque
-/// configuration for this driver that applies to one of them (a
-/// configuration naming no requests applies to all), in allocation order.
-pub fn claim_info(
-    claim: &ClaimRef,
-    driver: &str,
-    object: &ResourceClaim,
-    results: &[DeviceRequestAllocationResult],
-    devices: Vec<ClaimDevice>,
-) -> wdp_policy::ClaimInfo {
-    let mut requests: Vec<String> = Vec::new();
-    for result in results {
-        if !requests.contains(&result.request) {
-            requests.push(result.request.clone());
-        }
-    }
-    let configs = object
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.config.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|config| {
-            config
-                .requests
-                .as_ref()
-                .is_none_or(|named| named.is_empty() || named.iter().any(|r| requests.contains(r)))
-        })
-        .filter_map(|config| config.opaque.as_ref())
-        .filter(|opaque| opaque.driver == driver)
-        .map(|opaque| serde_json::to_string(&opaque.parameters.0).unwrap_or_default())
-        .collect();
-    wdp_policy::ClaimInfo {
-        namespace: claim.namespace.clone(),
-        name: claim.name.clone(),
-        uid: claim.uid.clone(),
-        requests,
-        configs,
-        devices,
-    }
-}
 
 /// Prepares and unprepares the claims of one DRA driver, serving one
 /// resource.
@@ -267,49 +78,8 @@ pub struct ClaimPreparer {
     status_writer: Option<StatusWriterSlot>,
 }
 
-/// A [`StatusWriter`] in a struct that derives `Debug`.
-#[derive(Clone)]
-struct StatusWriterSlot(StatusWriter);
-
-impl std::fmt::Debug for StatusWriterSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StatusWriter")
-    }
-}
-
 /// A checkpoint change waiting to be written, and who waits for it.
 type QueuedChange = (Change, oneshot::Sender<Result<(), String>>);
-
-/// Claims being prepared or unprepared right now, and the devices picked
-/// for a claim that the checkpoint does not record yet.
-#[derive(Debug, Default)]
-struct InFlight {
-    /// One gate per claim UID in progress: calls for the same claim run
-    /// one after the other.
-    claims: HashMap<String, Arc<Mutex<()>>>,
-    /// Device ID → the UID of the claim that picked it.
-    reserved: HashMap<String, String>,
-}
-
-/// Devices reserved for a claim until it is recorded or fails; released
-/// when dropped, whichever way the prepare ends (a cancelled call
-/// included).
-struct Reservation<'a> {
-    in_flight: &'a std::sync::Mutex<InFlight>,
-    ids: Vec<String>,
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        let mut in_flight = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        for id in &self.ids {
-            in_flight.reserved.remove(id);
-        }
-    }
-}
 
 impl ClaimPreparer {
     /// A preparer for `driver` publishing pool `pool`, serving `resource`,
@@ -378,27 +148,7 @@ impl ClaimPreparer {
     /// Runs `work` for claim `uid` after every earlier call for the same
     /// claim finished.
     async fn one_at_a_time<T>(&self, uid: &str, work: impl Future<Output = T>) -> T {
-        let gate = {
-            let mut in_flight = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(in_flight.claims.entry(uid.to_owned()).or_default())
-        };
-        let result = {
-            let _turn = gate.lock().await;
-            work.await
-        };
-        let mut in_flight = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // Clones are only taken under this lock: two means the map's and
-        // ours, so no other call waits and the gate can go.
-        if Arc::strong_count(&gate) == 2 {
-            in_flight.claims.remove(uid);
-        }
-        result
+        in_flight::one_at_a_time(&self.in_flight, uid, work).await
     }
 
     /// The driver's name.
@@ -731,7 +481,6 @@ impl ClaimPreparer {
         in_flight: &InFlight,
     ) -> Result<Vec<Picked<'a>>, String> {
         let mut seen = BTreeSet::new();
-        let extras = set.dra();
         results
             .iter()
             .map(|result| {
@@ -741,53 +490,7 @@ impl ClaimPreparer {
                         result.request, result.device, result.pool, self.pool
                     ));
                 }
-                let unknown = || {
-                    format!(
-                        "claim {claim}: device {:?} (request {:?}) is not among the devices of {} on this node",
-                        result.device,
-                        result.request,
-                        self.resource.name()
-                    )
-                };
-                // A partition is published under its ID; a device under the
-                // reversible name of its ID.
-                let (id, partition) = match extras.partition(&result.device) {
-                    Some(partition) => (result.device.clone(), Some(partition)),
-                    None => (
-                        wdp_dra_client::naming::device_id(&result.device).map_err(|_| unknown())?,
-                        None,
-                    ),
-                };
-                let (device, partition) = match partition {
-                    None => (set.get(&id).ok_or_else(unknown)?, false),
-                    Some(parent) => {
-                        let device = set
-                            .get(&parent.parent)
-                            .or_else(|| {
-                                set.devices()
-                                    .iter()
-                                    .find(|d| d.device.device_id == parent.parent)
-                            })
-                            .ok_or_else(unknown)?;
-                        (device, true)
-                    }
-                };
-                if !device.healthy {
-                    return Err(format!(
-                        "claim {claim}: device {:?} (ID {:?}) is unhealthy: {}",
-                        result.device,
-                        device.id(),
-                        device.reason
-                    ));
-                }
-                let pick = Picked {
-                    device,
-                    shared: !partition
-                        && extras.allows_multiple_allocations(&device.device.device_id),
-                    id,
-                    partition,
-                    result,
-                };
+                let pick = Picked::of(claim, result, set, self.resource.name())?;
                 if pick.exclusive() {
                     let reserved = in_flight
                         .reserved
@@ -848,24 +551,13 @@ impl ClaimPreparer {
             }
             return Ok(());
         };
-        let devices: Vec<ClaimDevice> = record.devices.iter().map(recorded_claim_device).collect();
-        let mut requests: Vec<String> = Vec::new();
-        for device in &devices {
-            if !requests.contains(&device.request) {
-                requests.push(device.request.clone());
-            }
-        }
-        let info = Arc::new(wdp_policy::ClaimInfo {
-            namespace: claim.namespace.clone(),
-            name: claim.name.clone(),
-            uid: claim.uid.clone(),
-            requests,
-            configs: Vec::new(),
-            devices: devices.clone(),
-        });
-        wdp_resource::guest_call::with_claim(info, self.resource.dra_unprepare(&devices))
-            .await
-            .map_err(|status| format!("claim {claim}: {}", status.message()))?;
+        let info = Arc::new(recorded_claim_info(claim, &record));
+        wdp_resource::guest_call::with_claim(
+            Arc::clone(&info),
+            self.resource.dra_unprepare(&info.devices),
+        )
+        .await
+        .map_err(|status| format!("claim {claim}: {}", status.message()))?;
         if record.status_written {
             self.write_statuses(claim, Vec::new()).await;
         }

@@ -12,7 +12,8 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use tonic::{Request, Response, Status};
 use wdp_kubelet_api::dra::{v1, v1beta1};
 
-use crate::prepare::{ClaimPreparer, ClaimRef};
+use crate::claim::ClaimRef;
+use crate::prepare::ClaimPreparer;
 use wdp_resource::metrics::{DraOperation, Metrics};
 
 /// Reads a claim from the API server: `Ok(None)` when it does not exist,

@@ -1,0 +1,168 @@
+use super::*;
+
+#[test]
+fn a_checkpoint_written_before_partitions_and_statuses_reads_as_it_is() {
+    // The bytes of a record as hosts before WIT 0.1.2 wrote them.
+    let claims = r#"{"uid-1":{"namespace":"default","name":"c","devices":[{"request_names":["gpu"],"pool_name":"node-a","device_name":"gpu0","device_id":"gpu0","cdi_device_ids":["example.com/gpu=uid-1-gpu0"],"admin_access":false}],"cdi_spec":"/var/run/cdi/x.json"}}"#;
+    let file = format!(
+        r#"{{"version":1,"driver":"gpu.example.com","checksum":"{}","claims":{claims}}}"#,
+        fnv1a(claims.as_bytes())
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("dra")).unwrap();
+    std::fs::write(dir.path().join("dra/gpu.example.com.json"), file).unwrap();
+    let checkpoint = Checkpoint::load(dir.path(), "gpu.example.com");
+    assert_eq!(
+        checkpoint.set_aside(),
+        None,
+        "an upgrade must not set it aside"
+    );
+    let claim = &checkpoint.claims()["uid-1"];
+    assert_eq!(claim.devices[0].device_id, "gpu0");
+    assert!(!claim.devices[0].shared && claim.devices[0].partition_of.is_none());
+    assert!(!claim.status_written);
+}
+
+fn claim(device_id: &str, admin_access: bool) -> PreparedClaim {
+    PreparedClaim {
+        namespace: "default".into(),
+        name: "c".into(),
+        devices: vec![PreparedDevice {
+            request_names: vec!["gpu".into()],
+            pool_name: "node-a".into(),
+            device_name: device_id.into(),
+            device_id: device_id.into(),
+            partition_of: None,
+            consumed_capacity: Vec::new(),
+            shared: false,
+            cdi_device_ids: vec![format!("example.com/gpu=uid-{device_id}")],
+            share_id: None,
+            admin_access,
+        }],
+        cdi_spec: Some(PathBuf::from("/var/run/cdi/x.json")),
+        status_written: false,
+    }
+}
+
+#[test]
+fn survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checkpoint = Checkpoint::load(dir.path(), "gpu.example.com");
+    checkpoint.insert("uid-1", claim("gpu0", false)).unwrap();
+    checkpoint.insert("uid-2", claim("gpu1", false)).unwrap();
+    checkpoint.remove("uid-2").unwrap();
+    let reloaded = Checkpoint::load(dir.path(), "gpu.example.com");
+    assert_eq!(reloaded.claims().len(), 1);
+    assert_eq!(reloaded.get("uid-1"), Some(&claim("gpu0", false)));
+    assert_eq!(
+        reloaded.path(),
+        dir.path().join("dra").join("gpu.example.com.json")
+    );
+}
+
+#[test]
+fn a_device_is_held_by_one_claim_unless_admin_access() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checkpoint = Checkpoint::load(dir.path(), "d.example.com");
+    checkpoint.insert("uid-1", claim("gpu0", false)).unwrap();
+    checkpoint.insert("uid-2", claim("gpu1", true)).unwrap();
+    assert_eq!(checkpoint.holder_of("gpu0", "uid-9"), Some("uid-1"));
+    assert_eq!(checkpoint.holder_of("gpu0", "uid-1"), None);
+    assert_eq!(checkpoint.holder_of("gpu1", "uid-9"), None);
+}
+
+#[test]
+fn a_corrupt_or_tampered_file_is_set_aside_untouched_and_new_claims_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checkpoint = Checkpoint::load(dir.path(), "d.example.com");
+    checkpoint.insert("uid-1", claim("gpu0", false)).unwrap();
+    let path = checkpoint.path().to_owned();
+    let tampered = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("gpu0", "gpu7");
+    std::fs::write(&path, &tampered).unwrap();
+
+    let mut reloaded = Checkpoint::load(dir.path(), "d.example.com");
+    assert!(reloaded.claims().is_empty());
+    let aside = reloaded.set_aside().expect("set aside").to_owned();
+    assert!(
+        aside
+            .to_string_lossy()
+            .contains("d.example.com.json.unreadable-")
+    );
+    assert_eq!(std::fs::read_to_string(&aside).unwrap(), tampered);
+    assert!(!path.exists());
+    // New claims are recorded in a fresh file.
+    reloaded.insert("uid-2", claim("gpu1", false)).unwrap();
+    let again = Checkpoint::load(dir.path(), "d.example.com");
+    assert_eq!(again.claims().keys().collect::<Vec<_>>(), ["uid-2"]);
+
+    // Not JSON at all, and another driver's file: set aside the same way.
+    std::fs::write(&path, b"{ not json").unwrap();
+    assert!(
+        Checkpoint::load(dir.path(), "d.example.com")
+            .claims()
+            .is_empty()
+    );
+    let mut ours = Checkpoint::load(dir.path(), "e.example.com");
+    ours.insert("uid-3", claim("gpu3", false)).unwrap();
+    std::fs::copy(ours.path(), checkpoint_path(dir.path(), "f.example.com")).unwrap();
+    let theirs = Checkpoint::load(dir.path(), "f.example.com");
+    assert!(theirs.claims().is_empty());
+    assert!(theirs.set_aside().is_some());
+}
+
+#[test]
+fn a_batch_of_changes_is_written_at_once_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checkpoint = Checkpoint::load(dir.path(), "d.example.com");
+    checkpoint.insert("uid-0", claim("gpu9", false)).unwrap();
+    checkpoint
+        .commit(vec![
+            Change::Insert("uid-1".into(), claim("gpu0", false)),
+            Change::Insert("uid-2".into(), claim("gpu1", false)),
+            Change::Remove("uid-1".into()),
+            Change::Remove("uid-0".into()),
+        ])
+        .unwrap();
+    let reloaded = Checkpoint::load(dir.path(), "d.example.com");
+    assert_eq!(reloaded.claims().keys().collect::<Vec<_>>(), ["uid-2"]);
+}
+
+#[test]
+fn two_instances_sharing_the_file_keep_each_others_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut old = Checkpoint::load(dir.path(), "d.example.com");
+    let mut new = Checkpoint::load(dir.path(), "d.example.com");
+    old.insert("uid-1", claim("gpu0", false)).unwrap();
+    new.insert("uid-2", claim("gpu1", false)).unwrap();
+    old.refresh().unwrap();
+    assert_eq!(old.claims().len(), 2);
+    assert_eq!(old.holder_of("gpu1", "uid-9"), Some("uid-2"));
+    // A claim the old instance prepared is unprepared by the new one.
+    assert!(new.remove("uid-1").unwrap().is_some());
+    old.refresh().unwrap();
+    assert_eq!(old.claims().keys().collect::<Vec<_>>(), ["uid-2"]);
+
+    // Writers in two threads at once: no record is lost.
+    let writers: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|who| {
+            let state = dir.path().to_owned();
+            std::thread::spawn(move || {
+                let mut checkpoint = Checkpoint::load(&state, "d.example.com");
+                for n in 0..40 {
+                    let uid = format!("{who}-{n}");
+                    checkpoint.insert(&uid, claim(&uid, false)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert_eq!(
+        Checkpoint::load(dir.path(), "d.example.com").claims().len(),
+        81
+    );
+}

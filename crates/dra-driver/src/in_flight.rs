@@ -1,0 +1,64 @@
+//! What a driver's claims are doing right now: a gate per claim UID so
+//! calls for the same claim run one after the other
+//! ([`one_at_a_time`]), and the devices picked for a claim the checkpoint
+//! does not record yet ([`Reservation`]), so two claims never take one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
+
+use tokio::sync::Mutex;
+
+/// Claims being prepared or unprepared right now, and the devices picked
+/// for a claim that the checkpoint does not record yet.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    /// One gate per claim UID in progress: calls for the same claim run
+    /// one after the other.
+    pub(crate) claims: HashMap<String, Arc<Mutex<()>>>,
+    /// Device ID → the UID of the claim that picked it.
+    pub(crate) reserved: HashMap<String, String>,
+}
+
+/// Devices reserved for a claim until it is recorded or fails; released
+/// when dropped, whichever way the prepare ends (a cancelled call
+/// included).
+pub(crate) struct Reservation<'a> {
+    pub(crate) in_flight: &'a std::sync::Mutex<InFlight>,
+    pub(crate) ids: Vec<String>,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for id in &self.ids {
+            in_flight.reserved.remove(id);
+        }
+    }
+}
+
+/// Runs `work` for claim `uid` after every earlier call for the same
+/// claim (through `in_flight`) finished.
+pub(crate) async fn one_at_a_time<T>(
+    in_flight: &std::sync::Mutex<InFlight>,
+    uid: &str,
+    work: impl Future<Output = T>,
+) -> T {
+    let gate = {
+        let mut in_flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(in_flight.claims.entry(uid.to_owned()).or_default())
+    };
+    let result = {
+        let _turn = gate.lock().await;
+        work.await
+    };
+    let mut in_flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+    // Clones are only taken under this lock: two means the map's and
+    // ours, so no other call waits and the gate can go.
+    if Arc::strong_count(&gate) == 2 {
+        in_flight.claims.remove(uid);
+    }
+    result
+}
