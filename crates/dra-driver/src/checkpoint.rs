@@ -24,10 +24,11 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::file_stamp::FileStamp;
 
 /// The format version this host writes and reads.
 pub const CHECKPOINT_VERSION: u32 = 1;
@@ -107,26 +108,6 @@ pub enum Change {
     Insert(String, PreparedClaim),
     /// Forget the claim of this UID.
     Remove(String),
-}
-
-/// Which version of the file was last read or written: a rename gives the
-/// file a new inode, so another writer's change is always noticed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FileStamp {
-    inode: u64,
-    len: u64,
-    modified_ns: i64,
-}
-
-impl FileStamp {
-    fn of(path: &Path) -> Option<Self> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Self {
-            inode: meta.ino(),
-            len: meta.len(),
-            modified_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-        })
-    }
 }
 
 /// A driver's prepared claims, keyed by claim UID, and the file they live

@@ -18,15 +18,21 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use notify::{RecursiveMode, Watcher};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// How often the publisher file is read again when no file event came.
+use crate::file_stamp::FileStamp;
+
+/// How often the publisher file's metadata is looked at: a newer instance
+/// taking over is noticed within this. (Not inotify: the file shares its
+/// folder with the checkpoint, whose every write would wake the watcher.)
+const LOOK: Duration = Duration::from_millis(100);
+
+/// How often the publisher file is read and its instance's lock checked
+/// even when the file did not change (an instance that died leaves it so).
 const RECHECK: Duration = Duration::from_secs(1);
 
 /// One instance's claim to publish a driver's slices.
@@ -189,36 +195,23 @@ async fn follow(
     leading: watch::Sender<bool>,
     stop: CancellationToken,
 ) {
-    let changed = Arc::new(Notify::new());
-    let _watcher = watch_folder(&files.publisher, changed.clone());
-    loop {
+    'follow: loop {
         let lead = files.should_lead();
         if leading.send_if_modified(|now| std::mem::replace(now, lead) != lead) && !lead {
             tracing::info!(driver = %files.driver, instance = %files.instance, newer = ?files.publisher(), "a newer instance of the host publishes the ResourceSlices now; this one keeps serving the kubelet until it stops");
         }
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = changed.notified() => {}
-            _ = tokio::time::sleep(RECHECK) => {}
+        let (seen, checked) = (FileStamp::of(&files.publisher), Instant::now());
+        while FileStamp::of(&files.publisher) == seen && checked.elapsed() < RECHECK {
+            tokio::select! {
+                _ = stop.cancelled() => break 'follow,
+                _ = tokio::time::sleep(LOOK) => {}
+            }
         }
     }
     if let Some(file) = alive {
         let _ = std::fs::remove_file(files.alive_file(&files.instance));
         let _ = file.unlock();
     }
-}
-
-/// Wakes `changed` on any change in the folder of `path`.
-fn watch_folder(path: &Path, changed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
-    let dir = path.parent()?.to_owned();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
-            changed.notify_one();
-        }
-    })
-    .ok()?;
-    watcher.watch(&dir, RecursiveMode::NonRecursive).ok()?;
-    Some(watcher)
 }
 
 #[cfg(test)]

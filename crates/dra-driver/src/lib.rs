@@ -35,6 +35,7 @@ mod cleanup;
 mod devices;
 mod driver;
 mod error;
+mod file_stamp;
 mod handover;
 mod health;
 mod in_flight;

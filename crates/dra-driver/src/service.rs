@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::{BoxFuture, join_all};
+use futures::future::BoxFuture;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use tonic::{Request, Response, Status};
 use wdp_kubelet_api::dra::{v1, v1beta1};
 
+use crate::checkpoint::PreparedDevice;
 use crate::claim::ClaimRef;
 use crate::prepare::ClaimPreparer;
 use wdp_resource::metrics::{DraOperation, Metrics};
@@ -46,6 +47,43 @@ fn claim_ref(claim: v1::Claim) -> ClaimRef {
     }
 }
 
+/// Runs `work` for each claim of a call and answers by UID, in order. A
+/// single claim runs in the call's task; several each run in a task of
+/// their own, so they proceed in parallel and one claim's guest calls and
+/// disk syncs (which run in place on the worker) never hold up another.
+/// A claim whose task ends without an answer gets an error of its own.
+async fn each_claim<T, Work>(
+    mut claims: Vec<v1::Claim>,
+    work: impl Fn(ClaimRef) -> Work,
+) -> Vec<(String, Result<T, String>)>
+where
+    T: Send + 'static,
+    Work: Future<Output = Result<T, String>> + Send + 'static,
+{
+    if claims.len() == 1
+        && let Some(claim) = claims.pop()
+    {
+        let claim = claim_ref(claim);
+        let uid = claim.uid.clone();
+        return vec![(uid, work(claim).await)];
+    }
+    let tasks: Vec<_> = claims
+        .into_iter()
+        .map(|claim| {
+            let claim = claim_ref(claim);
+            (claim.uid.clone(), tokio::spawn(work(claim)))
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(tasks.len());
+    for (uid, task) in tasks {
+        let outcome = task
+            .await
+            .unwrap_or_else(|error| Err(format!("claim with UID {uid}: stopped: {error}")));
+        answers.push((uid, outcome));
+    }
+    answers
+}
+
 impl DraPluginService {
     /// The service of `preparer`, reading claims with `read_claim`.
     pub fn new(
@@ -66,24 +104,10 @@ impl DraPluginService {
         request: v1::NodePrepareResourcesRequest,
     ) -> v1::NodePrepareResourcesResponse {
         let started = Instant::now();
-        let answers = join_all(request.claims.into_iter().map(|claim| async move {
-            let claim = claim_ref(claim);
-            let claim_started = Instant::now();
-            let read = if self.preparer.prepared(&claim.uid).await.is_some() {
-                // Idempotent: the checkpoint answers without the API server.
-                Ok(None)
-            } else {
-                (self.read_claim)(claim.clone()).await
-            };
-            let outcome = self.preparer.prepare(&claim, read).await;
-            self.metrics.observe_dra_claim(
-                self.preparer.driver(),
-                DraOperation::Prepare,
-                outcome.is_ok(),
-                claim_started.elapsed(),
-            );
-            (claim.uid, outcome)
-        }))
+        let answers = each_claim(request.claims, |claim| {
+            let me = self.clone();
+            async move { me.prepare_claim(claim).await }
+        })
         .await;
         let failed = answers.iter().any(|(_, outcome)| outcome.is_err());
         self.observe("NodePrepareResources", failed, started.elapsed());
@@ -125,18 +149,10 @@ impl DraPluginService {
         request: v1::NodeUnprepareResourcesRequest,
     ) -> v1::NodeUnprepareResourcesResponse {
         let started = Instant::now();
-        let answers = join_all(request.claims.into_iter().map(|claim| async move {
-            let claim = claim_ref(claim);
-            let claim_started = Instant::now();
-            let outcome = self.preparer.unprepare(&claim).await;
-            self.metrics.observe_dra_claim(
-                self.preparer.driver(),
-                DraOperation::Unprepare,
-                outcome.is_ok(),
-                claim_started.elapsed(),
-            );
-            (claim.uid, outcome)
-        }))
+        let answers = each_claim(request.claims, |claim| {
+            let me = self.clone();
+            async move { me.unprepare_claim(claim).await }
+        })
         .await;
         let failed = answers.iter().any(|(_, outcome)| outcome.is_err());
         self.observe("NodeUnprepareResources", failed, started.elapsed());
@@ -152,6 +168,38 @@ impl DraPluginService {
                 })
                 .collect(),
         }
+    }
+
+    /// Prepares one claim of a call.
+    async fn prepare_claim(&self, claim: ClaimRef) -> Result<Vec<PreparedDevice>, String> {
+        let started = Instant::now();
+        let read = if self.preparer.prepared(&claim.uid).await.is_some() {
+            // Idempotent: the checkpoint answers without the API server.
+            Ok(None)
+        } else {
+            (self.read_claim)(claim.clone()).await
+        };
+        let outcome = self.preparer.prepare(&claim, read).await;
+        self.metrics.observe_dra_claim(
+            self.preparer.driver(),
+            DraOperation::Prepare,
+            outcome.is_ok(),
+            started.elapsed(),
+        );
+        outcome
+    }
+
+    /// Unprepares one claim of a call.
+    async fn unprepare_claim(&self, claim: ClaimRef) -> Result<(), String> {
+        let started = Instant::now();
+        let outcome = self.preparer.unprepare(&claim).await;
+        self.metrics.observe_dra_claim(
+            self.preparer.driver(),
+            DraOperation::Unprepare,
+            outcome.is_ok(),
+            started.elapsed(),
+        );
+        outcome
     }
 
     fn observe(&self, rpc: &str, failed: bool, elapsed: Duration) {

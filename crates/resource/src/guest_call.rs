@@ -14,9 +14,9 @@
 //! `tokio::task::block_in_place`, which hands the worker's other tasks to
 //! another thread first. That saves waiting for a blocking thread to wake
 //! and then for the worker to wake again: half of a small call's time in
-//! the host (see the `guest_vs_native` bench). Calls for a
-//! DRA claim always go to the blocking pool: the claims of one request are
-//! prepared concurrently in one task, which an in-place call would hold up.
+//! the host (see the `guest_vs_native` bench). Calls for a DRA claim do
+//! the same: the DRA driver prepares each claim of a request in a task of
+//! its own, so an in-place call holds up no other claim.
 //!
 //! No lock is held across a guest call: what a call reads comes in as
 //! shared, immutable snapshots.
@@ -298,7 +298,7 @@ impl GuestCaller {
         let hook = binding.hook;
         let started = Instant::now();
         let in_flight = self.in_flight(binding, guest.name());
-        let result = if runs_in_place(guest, &ctx) {
+        let result = if runs_in_place(guest) {
             let outcome = tokio::task::block_in_place(|| {
                 std::panic::catch_unwind(AssertUnwindSafe(|| {
                     invoke(guest, hook, &ctx, call, check)
@@ -397,12 +397,10 @@ impl Drop for InFlight {
 }
 
 /// Whether a call may run on the calling thread: the guest cannot block
-/// in a host import, the call serves no DRA claim, and the runtime has
-/// other workers to take over (`block_in_place` needs the multi-thread
-/// runtime).
-fn runs_in_place(guest: &Guest, ctx: &CallContext) -> bool {
+/// in a host import, and the runtime has other workers to take over
+/// (`block_in_place` needs the multi-thread runtime).
+fn runs_in_place(guest: &Guest) -> bool {
     !guest.may_block_in_host()
-        && ctx.claim.is_none()
         && tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }

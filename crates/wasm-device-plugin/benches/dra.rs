@@ -18,7 +18,8 @@
 //! - the same claims prepared by 8 concurrent callers (each on devices of
 //!   its own, 32 with `replicas = 8`), p50/p99 and throughput beside the
 //!   serial throughput (claims prepared and unprepared per second);
-//! - the host's RSS with one DRA and four device-plugin resources.
+//! - the host's RSS with one DRA and four device-plugin resources, and
+//!   its CPU use while idle.
 
 mod support;
 
@@ -168,14 +169,17 @@ async fn run(guest: bool, claims: usize, cdi_on_tmpfs: bool) {
         .unwrap();
     let names: Vec<String> = devices_in(&slices).iter().map(|d| d.name.clone()).collect();
     let idle_kib = status_kib(pid, "VmRSS");
+    let idle_cpu = support::idle_cpu_share(pid, Duration::from_secs(2)).await;
 
     // NodePrepareResources round trips.
+    let serial_cpu = support::CpuSplit::start(pid);
     let serial_started = Instant::now();
     let mut prepare = Vec::with_capacity(claims);
     for n in 0..claims {
         prepare.push(prepare_one(&api, &dra, n, &names[n % names.len()]).await);
     }
     let serial_wall = serial_started.elapsed();
+    let serial_cpu = serial_cpu.per_claim(claims);
     let loaded_kib = status_kib(pid, "VmRSS");
 
     // Hardware change → taint published, and back.
@@ -245,6 +249,7 @@ async fn run(guest: bool, claims: usize, cdi_on_tmpfs: bool) {
         .unwrap();
     let names: Vec<String> = devices_in(&slices).iter().map(|d| d.name.clone()).collect();
     let per_caller = claims.div_ceil(CALLERS);
+    let parallel_cpu = support::CpuSplit::start(pid);
     let parallel_started = Instant::now();
     let lanes = (0..CALLERS).map(|lane| {
         let (api, dra, names) = (&api, &dra, &names);
@@ -263,6 +268,7 @@ async fn run(guest: bool, claims: usize, cdi_on_tmpfs: bool) {
         .flatten()
         .collect();
     let parallel_wall = parallel_started.elapsed();
+    let parallel_cpu = parallel_cpu.per_claim(parallel.len());
 
     println!("\n{label}:");
     println!(
@@ -280,6 +286,8 @@ async fn run(guest: bool, claims: usize, cdi_on_tmpfs: bool) {
         ms(percentile(&mut parallel, 0.99)),
         parallel_rate / serial_rate
     );
+    println!("    serial: {serial_cpu}");
+    println!("    {CALLERS} callers: {parallel_cpu}");
     for (what, samples) in [
         ("device node removed → taint published", &mut unplug),
         ("device node back → taint removed", &mut replug),
@@ -296,6 +304,10 @@ async fn run(guest: bool, claims: usize, cdi_on_tmpfs: bool) {
         "  RSS (1 DRA + 4 device-plugin resources): idle {:.1} MiB, after the claims {:.1} MiB",
         idle_kib as f64 / 1024.0,
         loaded_kib as f64 / 1024.0
+    );
+    println!(
+        "  host CPU while idle (slices published, no calls): {:.1} % of a core",
+        idle_cpu * 100.0
     );
     let _ = child.kill().await;
 }

@@ -163,3 +163,58 @@ pub async fn idle_cpu_share(pid: u32, window: Duration) -> f64 {
     let used = cpu_time(pid).saturating_sub(before);
     used.as_secs_f64() / window.as_secs_f64()
 }
+
+/// Where the CPU went during a stretch of a bench: the host's, this
+/// process's (bench client and in-process servers) and the whole
+/// machine's busy share (all cores, from `/proc/stat`).
+pub struct CpuSplit {
+    host_pid: u32,
+    host: Duration,
+    bench: Duration,
+    machine: (u64, u64),
+}
+
+/// Busy and total jiffies of all cores so far.
+fn machine_jiffies() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().sum();
+    // idle and iowait are the 4th and 5th.
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+impl CpuSplit {
+    /// Starts counting.
+    pub fn start(host_pid: u32) -> Self {
+        Self {
+            host_pid,
+            host: cpu_time(host_pid),
+            bench: cpu_time(std::process::id()),
+            machine: machine_jiffies(),
+        }
+    }
+
+    /// `host X ms, bench Y ms per claim; machine Z % busy` since the start,
+    /// over `claims` claims.
+    pub fn per_claim(&self, claims: usize) -> String {
+        let per = |d: Duration| ms(d) / claims.max(1) as f64;
+        let host = cpu_time(self.host_pid).saturating_sub(self.host);
+        let bench = cpu_time(std::process::id()).saturating_sub(self.bench);
+        let (busy, total) = machine_jiffies();
+        let busy_share =
+            (busy - self.machine.0) as f64 / (total - self.machine.1).max(1) as f64 * 100.0;
+        format!(
+            "CPU per claim: host {:.2} ms, bench client and API server {:.2} ms; machine {busy_share:.0} % busy",
+            per(host),
+            per(bench)
+        )
+    }
+}
