@@ -49,8 +49,8 @@ fn claim_ref(claim: v1::Claim) -> ClaimRef {
 
 /// Runs `work` for each claim of a call and answers by UID, in order. A
 /// single claim runs in the call's task; several each run in a task of
-/// their own, so they proceed in parallel and one claim's guest calls and
-/// disk syncs (which run in place on the worker) never hold up another.
+/// their own, so they proceed in parallel and one claim's guest calls
+/// (which run in place on the worker) never hold up another.
 /// A claim whose task ends without an answer gets an error of its own.
 async fn each_claim<T, Work>(
     mut claims: Vec<v1::Claim>,
