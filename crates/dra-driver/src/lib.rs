@@ -8,7 +8,9 @@
 //! `publish` keeps the driver's slices following the device set
 //! ([`SliceSync`]); `health` serves the kubelet's `DRAResourceHealth`
 //! stream ([`HealthService`]); `checkpoint` is the on-disk record of
-//! prepared claims, shared with a second instance during a rolling update;
+//! prepared claims, shared with a second instance during a rolling update,
+//! and `shared_checkpoint` how concurrent claims read and write it (group
+//! commit);
 //! `handover` decides which instance publishes; `prepare` holds the per-claim prepare and unprepare
 //! decisions, `allocation` maps a claim's results to this node's devices
 //! and partitions, `claim` names a claim and writes its device statuses,
@@ -44,6 +46,7 @@ mod prepare;
 mod publish;
 mod report;
 mod service;
+mod shared_checkpoint;
 
 pub use driver::{DraDriver, Draining, DriverPaths};
 pub use error::DraError;

@@ -31,7 +31,8 @@
 //! claims at once after a node restart): the checkpoint is locked only to
 //! pick and record devices, never across guest calls or the CDI write, and
 //! records that arrive while it is being written are written together
-//! next (group commit: one write and sync for many claims).
+//! next, after one sync of the CDI folder (group commit, in
+//! `shared_checkpoint`: one write and one sync for many claims).
 //! Devices picked but not yet recorded are reserved in memory, so two
 //! claims never take the same one; the same claim asked twice at once is
 //! prepared once, the second call waiting for and answering with the
@@ -45,7 +46,7 @@ use std::sync::{Arc, PoisonError};
 use k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, DeviceRequestAllocationResult, ResourceClaim,
 };
-use tokio::sync::{Mutex, Notify, oneshot};
+use tokio::sync::Notify;
 use wdp_policy::types::ClaimDevice;
 
 use crate::allocation::{Picked, api_status, claim_info, recorded_claim_info};
@@ -53,6 +54,7 @@ use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim::{ClaimRef, StatusWrite, StatusWriter, StatusWriterSlot};
 use crate::claim_cdi;
 use crate::in_flight::{self, InFlight, Reservation};
+use crate::shared_checkpoint::SharedCheckpoint;
 use wdp_resource::Resource;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
 
@@ -64,22 +66,15 @@ pub struct ClaimPreparer {
     pool: String,
     resource: Arc<Resource>,
     cdi_dir: PathBuf,
-    checkpoint: Mutex<Checkpoint>,
+    checkpoint: SharedCheckpoint,
     in_flight: std::sync::Mutex<InFlight>,
     /// The resource left the configuration: only unprepare is served.
     draining: AtomicBool,
     /// Woken after every unprepare.
     unprepared: Notify,
-    /// Checkpoint changes waiting to be written, each with whoever waits
-    /// for the outcome: whoever takes the checkpoint next writes them all
-    /// at once (group commit), so claims prepared together share one write.
-    pending: std::sync::Mutex<Vec<QueuedChange>>,
     /// Writes device statuses into claims; `None`: statuses are not written.
     status_writer: Option<StatusWriterSlot>,
 }
-
-/// A checkpoint change waiting to be written, and who waits for it.
-type QueuedChange = (Change, oneshot::Sender<Result<(), String>>);
 
 impl ClaimPreparer {
     /// A preparer for `driver` publishing pool `pool`, serving `resource`,
@@ -95,12 +90,11 @@ impl ClaimPreparer {
             driver: driver.to_owned(),
             pool: pool.to_owned(),
             resource,
+            checkpoint: SharedCheckpoint::new(driver, cdi_dir.clone(), checkpoint),
             cdi_dir,
-            checkpoint: Mutex::new(checkpoint),
             in_flight: std::sync::Mutex::new(InFlight::default()),
             draining: AtomicBool::new(false),
             unprepared: Notify::new(),
-            pending: std::sync::Mutex::default(),
             status_writer: None,
         }
     }
@@ -123,7 +117,7 @@ impl ClaimPreparer {
     /// many claims are still prepared.
     pub async fn wait_for_unprepare(&self, at_most: std::time::Duration) -> usize {
         let _ = tokio::time::timeout(at_most, self.unprepared.notified()).await;
-        self.checkpoint().await.claims().len()
+        self.checkpoint.read().await.claims().len()
     }
 
     /// The CDI specs in the CDI folder of claims the checkpoint does not
@@ -131,7 +125,7 @@ impl ClaimPreparer {
     /// and last modified more than `age` ago (a prepare in progress, here or
     /// in the other instance of a rolling update, is younger).
     pub async fn unrecorded_specs(&self, age: std::time::Duration) -> Vec<PathBuf> {
-        let checkpoint = self.checkpoint().await;
+        let checkpoint = self.checkpoint.read().await;
         let resource = self.resource.spec().config.resource.clone();
         claim_cdi::spec_files(&self.cdi_dir, &resource)
             .into_iter()
@@ -161,55 +155,15 @@ impl ClaimPreparer {
         &self.resource
     }
 
-    /// The checkpoint, re-read first if another instance of the host
-    /// replaced it (a rolling update runs two).
-    async fn checkpoint(&self) -> tokio::sync::MutexGuard<'_, Checkpoint> {
-        let mut checkpoint = self.checkpoint.lock().await;
-        if let Err(error) = checkpoint.refresh() {
-            tracing::error!(driver = %self.driver, %error, "serving with the prepared claims last read");
-        }
-        checkpoint
-    }
-
-    /// Writes `change` into the checkpoint, together with every change
-    /// queued meanwhile by other calls (see `pending`).
-    async fn record(&self, change: Change) -> Result<(), String> {
-        let (done, mut outcome) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((change, done));
-        let mut checkpoint = self.checkpoint.lock().await;
-        if let Ok(result) = outcome.try_recv() {
-            // Written by the call that held the checkpoint before.
-            return result;
-        }
-        let batch =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
-        if !batch.is_empty() {
-            let (changes, waiting): (Vec<Change>, Vec<_>) = batch.into_iter().unzip();
-            let result = checkpoint
-                .commit(changes)
-                .map_err(|error| error.to_string());
-            drop(checkpoint);
-            for waiter in waiting {
-                let _ = waiter.send(result.clone());
-            }
-        }
-        outcome
-            .await
-            .unwrap_or_else(|_| Err("the checkpoint write was abandoned".to_owned()))
-    }
-
     /// The answer recorded for `uid`, if it was prepared.
     pub async fn prepared(&self, uid: &str) -> Option<Vec<PreparedDevice>> {
-        let checkpoint = self.checkpoint().await;
+        let checkpoint = self.checkpoint.read().await;
         checkpoint.get(uid).map(|c| c.devices.clone())
     }
 
     /// Every prepared claim, by UID.
     pub async fn prepared_claims(&self) -> BTreeMap<String, PreparedClaim> {
-        self.checkpoint().await.claims().clone()
+        self.checkpoint.read().await.claims().clone()
     }
 
     /// Prepares `claim`, read from the API server as `read` (`Ok(None)`:
@@ -262,7 +216,7 @@ impl ClaimPreparer {
     ) -> Result<Vec<PreparedDevice>, String> {
         let set = self.resource.devices();
         let (picked, _reservation) = {
-            let checkpoint = self.checkpoint().await;
+            let checkpoint = self.checkpoint.read().await;
             // An earlier call for the claim may have prepared it meanwhile.
             if let Some(done) = checkpoint.get(&claim.uid) {
                 return Ok(done.devices.clone());
@@ -331,7 +285,7 @@ impl ClaimPreparer {
         let cdi_spec =
             claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);
         let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
-        if let Err(error) = wdp_resource::cdi::write_file(&file, &cdi_spec) {
+        if let Err(error) = wdp_resource::cdi::write_file_folder_unsynced(&file, &cdi_spec) {
             self.unwind(claim, &info, &claim_devices).await;
             return Err(format!(
                 "claim {claim}: cannot write the CDI spec {}: {error}",
@@ -384,7 +338,11 @@ impl ClaimPreparer {
             cdi_spec: Some(file.clone()),
             status_written: !api_statuses.is_empty() && self.status_writer.is_some(),
         };
-        if let Err(error) = self.record(Change::Insert(claim.uid.clone(), record)).await {
+        if let Err(error) = self
+            .checkpoint
+            .record_after_spec(Change::Insert(claim.uid.clone(), record))
+            .await
+        {
             let _ = claim_cdi::remove_spec(&file);
             self.unwind(claim, &info, &claim_devices).await;
             return Err(format!("claim {claim}: {error}"));
@@ -527,7 +485,7 @@ impl ClaimPreparer {
 
     /// Unprepares `claim`; the caller holds the claim's gate.
     async fn unprepare_now(&self, claim: &ClaimRef) -> Result<(), String> {
-        let checkpoint = self.checkpoint().await;
+        let checkpoint = self.checkpoint.read().await;
         let recorded = checkpoint.get(&claim.uid).cloned();
         let set_aside = checkpoint.set_aside().map(Path::to_owned);
         drop(checkpoint);
@@ -569,7 +527,8 @@ impl ClaimPreparer {
                 )
             })?;
         }
-        self.record(Change::Remove(claim.uid.clone()))
+        self.checkpoint
+            .record(Change::Remove(claim.uid.clone()))
             .await
             .map_err(|e| format!("claim {claim}: {e}"))?;
         tracing::info!(driver = %self.driver, %claim, "claim unprepared");

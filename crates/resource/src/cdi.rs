@@ -277,9 +277,20 @@ pub fn write(dir: &Path, resource: &str, spec: &Spec) -> std::io::Result<PathBuf
     Ok(file)
 }
 
-/// Writes `spec` to `file` atomically (a temporary file in the same
-/// folder, then a rename).
+/// Writes `spec` to `file` atomically and durably: a temporary file in the
+/// same folder, synced, renamed over `file`, then the folder synced (the
+/// rename reaches the disk with the folder).
 pub fn write_file(file: &Path, spec: &Spec) -> std::io::Result<()> {
+    write_file_folder_unsynced(file, spec)?;
+    sync_folder(file.parent().unwrap_or(Path::new(".")))
+}
+
+/// [`write_file`] without the folder sync: the content is on disk, but a
+/// crash before the next [`sync_folder`] of the file's folder may still
+/// bring back the previous file, or none. For callers that write several
+/// files into one folder and sync it once for all of them (a DRA driver
+/// syncs the CDI folder once for the claims it records together).
+pub fn write_file_folder_unsynced(file: &Path, spec: &Spec) -> std::io::Result<()> {
     let dir = file.parent().unwrap_or(Path::new("."));
     let mut bytes = serde_json::to_vec_pretty(spec).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
@@ -287,10 +298,13 @@ pub fn write_file(file: &Path, spec: &Spec) -> std::io::Result<()> {
     tmp.write_all(&bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(file).map_err(|e| e.error)?;
-    // The rename reaches the disk with the folder: a DRA claim is recorded
-    // as prepared only after its spec is there for good.
-    std::fs::File::open(dir)?.sync_all()?;
     Ok(())
+}
+
+/// Syncs folder `dir`, so the files renamed or created in it so far stay
+/// there after a crash.
+pub fn sync_folder(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Makes sure specs can be written into `dir`: created if missing, and a
