@@ -159,6 +159,7 @@ fn checksum(claims: &BTreeMap<String, PreparedClaim>) -> String {
 
 /// An exclusive `flock` on the checkpoint's lock file, released when
 /// dropped (and by the kernel if the process dies holding it).
+#[derive(Debug)]
 struct FileLock(File);
 
 impl Drop for FileLock {
@@ -333,79 +334,167 @@ impl Checkpoint {
         self.commit(vec![Change::Insert(uid.to_owned(), claim)])
     }
 
+    /// Forgets `uid` and writes the file, under the lock; returns what was
+    /// recorded. On an error nothing is forgotten.
+    pub fn remove(&mut self, uid: &str) -> Result<Option<PreparedClaim>, CheckpointError> {
+        let staged = self.stage(vec![Change::Remove(uid.to_owned())])?;
+        let removed = staged.undo.first().and_then(|(_, before)| before.clone());
+        let written = staged.write();
+        self.finish(written)?;
+        Ok(removed)
+    }
+
     /// Applies `changes` in order and writes the file once, under the lock
     /// and on top of whatever another writer recorded: one write (and one
     /// sync) for many claims prepared or unprepared at once. On an error
     /// none of them is applied.
     pub fn commit(&mut self, changes: Vec<Change>) -> Result<(), CheckpointError> {
-        let _lock = self.lock()?;
-        self.reread_if_replaced();
-        let before = self.claims.clone();
-        for change in changes {
-            match change {
-                Change::Insert(uid, claim) => {
-                    self.claims.insert(uid, claim);
-                }
-                Change::Remove(uid) => {
-                    self.claims.remove(&uid);
-                }
-            }
-        }
-        let written = self.save();
-        if written.is_err() {
-            self.claims = before;
-        }
-        written
+        let written = self.stage(changes)?.write();
+        self.finish(written)
     }
 
-    /// Forgets `uid` and writes the file, under the lock; returns what was
-    /// recorded. On an error nothing is forgotten.
-    pub fn remove(&mut self, uid: &str) -> Result<Option<PreparedClaim>, CheckpointError> {
-        let _lock = self.lock()?;
+    /// The first half of [`Checkpoint::commit`]: takes the lock, re-reads
+    /// the file if another writer replaced it, applies `changes` in memory
+    /// and makes the file's new content. [`StagedWrite::write`] then writes
+    /// it without needing the checkpoint (so readers are not held up by the
+    /// disk), and [`Checkpoint::finish`] takes the outcome: until then the
+    /// changes are visible to readers but not on disk. On an error nothing
+    /// is applied.
+    pub(crate) fn stage(&mut self, changes: Vec<Change>) -> Result<StagedWrite, CheckpointError> {
+        let lock = self.lock()?;
         self.reread_if_replaced();
-        let Some(removed) = self.claims.remove(uid) else {
-            return Ok(None);
-        };
-        if let Err(error) = self.save() {
-            self.claims.insert(uid.to_owned(), removed);
-            return Err(error);
-        }
-        Ok(Some(removed))
-    }
-
-    /// Writes the file; the lock is held.
-    fn save(&mut self) -> Result<(), CheckpointError> {
-        let fail = |source| CheckpointError {
-            action: "write",
-            path: self.path.clone(),
-            source,
-        };
         if self.left_unreadable.is_some() && FileStamp::of(&self.path) == self.left_unreadable {
-            return Err(fail(std::io::Error::other(
+            return Err(self.write_error(std::io::Error::other(
                 "the file on disk is not valid and was not set aside; remove it to let the driver record claims again",
             )));
         }
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(fail)?;
+        let undo = changes
+            .into_iter()
+            .map(|change| match change {
+                Change::Insert(uid, claim) => {
+                    let before = self.claims.insert(uid.clone(), claim);
+                    (uid, before)
+                }
+                Change::Remove(uid) => {
+                    let before = self.claims.remove(&uid);
+                    (uid, before)
+                }
+            })
+            .collect();
         let file = CheckpointFile {
             version: CHECKPOINT_VERSION,
             driver: self.driver.clone(),
             checksum: checksum(&self.claims),
             claims: self.claims.clone(),
         };
-        let mut bytes = serde_json::to_vec_pretty(&file).map_err(|e| fail(e.into()))?;
-        bytes.push(b'\n');
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
-        tmp.write_all(&bytes).map_err(fail)?;
-        tmp.as_file().sync_all().map_err(fail)?;
-        tmp.persist(&self.path).map_err(|e| fail(e.error))?;
+        let mut staged = StagedWrite {
+            _lock: lock,
+            path: self.path.clone(),
+            bytes: Vec::new(),
+            undo,
+        };
+        match serde_json::to_vec_pretty(&file) {
+            Ok(mut bytes) => {
+                bytes.push(b'\n');
+                staged.bytes = bytes;
+                Ok(staged)
+            }
+            Err(error) => {
+                let error = self.write_error(error.into());
+                self.undo(staged.undo);
+                Err(error)
+            }
+        }
+    }
+
+    /// The second half of [`Checkpoint::commit`]: the file written (now
+    /// what this checkpoint last saw), or, if it could not be, the staged
+    /// changes undone.
+    pub(crate) fn finish(&mut self, written: WriteOutcome) -> Result<(), CheckpointError> {
+        match written {
+            WriteOutcome::Written(stamp) => {
+                self.seen = stamp;
+                Ok(())
+            }
+            WriteOutcome::Failed { error, undo } => {
+                self.undo(undo);
+                Err(error)
+            }
+        }
+    }
+
+    /// Puts back what staged changes replaced, the last change first.
+    fn undo(&mut self, undo: Vec<(String, Option<PreparedClaim>)>) {
+        for (uid, before) in undo.into_iter().rev() {
+            match before {
+                Some(claim) => self.claims.insert(uid, claim),
+                None => self.claims.remove(&uid),
+            };
+        }
+    }
+
+    fn write_error(&self, source: std::io::Error) -> CheckpointError {
+        CheckpointError {
+            action: "write",
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// Changes applied to a [`Checkpoint`] in memory whose file is still to be
+/// written; it holds the lock (so the other instance of a rolling update
+/// neither writes nor reads meanwhile) until written.
+#[derive(Debug)]
+pub(crate) struct StagedWrite {
+    _lock: FileLock,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    /// Each changed claim UID with what it held before, in change order.
+    undo: Vec<(String, Option<PreparedClaim>)>,
+}
+
+/// What [`StagedWrite::write`] did, for [`Checkpoint::finish`].
+#[derive(Debug)]
+pub(crate) enum WriteOutcome {
+    /// The file is written: its stamp now.
+    Written(Option<FileStamp>),
+    /// It is not: why, and what undoes the staged changes.
+    Failed {
+        /// Why.
+        error: CheckpointError,
+        /// What the changed claims held before.
+        undo: Vec<(String, Option<PreparedClaim>)>,
+    },
+}
+
+impl StagedWrite {
+    /// Writes the file atomically (a temporary file, synced, renamed over
+    /// it, the folder synced), then releases the lock.
+    pub fn write(self) -> WriteOutcome {
+        match self.write_file() {
+            Ok(()) => WriteOutcome::Written(FileStamp::of(&self.path)),
+            Err(source) => WriteOutcome::Failed {
+                error: CheckpointError {
+                    action: "write",
+                    path: self.path,
+                    source,
+                },
+                undo: self.undo,
+            },
+        }
+    }
+
+    fn write_file(&self) -> std::io::Result<()> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(&self.bytes)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&self.path).map_err(|e| e.error)?;
         // The rename itself reaches the disk only with the folder: without
         // this a crash could bring back the previous file.
-        File::open(dir)
-            .and_then(|folder| folder.sync_all())
-            .map_err(fail)?;
-        self.seen = FileStamp::of(&self.path);
-        Ok(())
+        File::open(dir)?.sync_all()
     }
 }
 

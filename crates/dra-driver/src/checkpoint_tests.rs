@@ -166,3 +166,26 @@ fn two_instances_sharing_the_file_keep_each_others_records() {
         81
     );
 }
+
+#[test]
+fn staged_changes_are_seen_at_once_and_undone_when_the_file_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checkpoint = Checkpoint::load(dir.path(), "gpu.example.com");
+    checkpoint.insert("uid-1", claim("gpu0", false)).unwrap();
+    let staged = checkpoint
+        .stage(vec![
+            Change::Insert("uid-2".into(), claim("gpu1", false)),
+            Change::Remove("uid-1".into()),
+        ])
+        .unwrap();
+    // Readers see the changes while the file is being written.
+    assert!(checkpoint.get("uid-2").is_some() && checkpoint.get("uid-1").is_none());
+    // A folder where the file goes: the rename over it fails.
+    let path = checkpoint.path().to_owned();
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+    let error = checkpoint.finish(staged.write()).unwrap_err();
+    assert_eq!(error.path, path);
+    assert_eq!(checkpoint.get("uid-1"), Some(&claim("gpu0", false)));
+    assert_eq!(checkpoint.get("uid-2"), None);
+}

@@ -2,11 +2,16 @@
 //! under a lock (re-read first if the other instance of a rolling update
 //! replaced it), and written by group commit.
 //!
-//! A claim that has a change to record queues it and takes the lock;
-//! whoever gets the lock first writes every change queued by then, in one
-//! write and one sync, and tells each waiter the outcome. Claims prepared
-//! together therefore share the checkpoint's syncs, and also the sync of
-//! the CDI folder: a prepared claim's spec is renamed into the folder
+//! A claim that has a change to record queues it and waits for its turn
+//! to write; whoever gets the turn writes every change queued by then, in
+//! one write and one sync, and tells each waiter the outcome. The changes
+//! are applied in memory first and the file written without holding the
+//! checkpoint, so claims that only read it (to pick devices, or answer a
+//! repeated prepare) do not wait for the disk meanwhile; what they see
+//! then may not be on disk yet, which only ever makes them more careful
+//! (a device looks held a moment longer). A write that fails undoes its
+//! changes. Claims prepared together share the checkpoint's syncs, and
+//! also the sync of the CDI folder: a prepared claim's spec is renamed into the folder
 //! without syncing it ([`wdp_resource::cdi::write_file_folder_unsynced`]),
 //! and the writer syncs the folder once, before the checkpoint records any
 //! of the claims. A claim is thus never recorded as prepared before its
@@ -14,6 +19,7 @@
 
 use std::path::PathBuf;
 use std::sync::PoisonError;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{Mutex, MutexGuard, oneshot};
 
@@ -25,6 +31,11 @@ pub struct SharedCheckpoint {
     driver: String,
     cdi_dir: PathBuf,
     checkpoint: Mutex<Checkpoint>,
+    /// Held by whoever writes the file: one write at a time, in order.
+    writer: Mutex<()>,
+    /// A write is under way: the file on disk is this checkpoint's own, so
+    /// readers do not re-read it.
+    writing: AtomicBool,
     /// Changes waiting to be written, each with whoever waits for the
     /// outcome.
     pending: std::sync::Mutex<Vec<QueuedChange>>,
@@ -47,6 +58,8 @@ impl SharedCheckpoint {
             driver: driver.to_owned(),
             cdi_dir,
             checkpoint: Mutex::new(checkpoint),
+            writer: Mutex::new(()),
+            writing: AtomicBool::new(false),
             pending: std::sync::Mutex::default(),
         }
     }
@@ -55,6 +68,9 @@ impl SharedCheckpoint {
     /// replaced it (a rolling update runs two).
     pub async fn read(&self) -> MutexGuard<'_, Checkpoint> {
         let mut checkpoint = self.checkpoint.lock().await;
+        if self.writing.load(Ordering::SeqCst) {
+            return checkpoint;
+        }
         if let Err(error) = checkpoint.refresh() {
             tracing::error!(driver = %self.driver, %error, "serving with the prepared claims last read");
         }
@@ -83,22 +99,23 @@ impl SharedCheckpoint {
                 after_spec,
                 done,
             });
-        let mut checkpoint = self.checkpoint.lock().await;
+        let turn = self.writer.lock().await;
         if let Ok(result) = outcome.try_recv() {
-            // Written by the call that held the checkpoint before.
+            // Written by the call that had the turn before.
             return result;
         }
         let batch =
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
-        self.write(&mut checkpoint, batch);
-        drop(checkpoint);
+        self.write(batch).await;
+        drop(turn);
         outcome
             .await
             .unwrap_or_else(|_| Err("the checkpoint write was abandoned".to_owned()))
     }
 
-    /// Writes `batch` (the lock is held) and answers each of its waiters.
-    fn write(&self, checkpoint: &mut Checkpoint, batch: Vec<QueuedChange>) {
+    /// Writes `batch` (it is the caller's turn) and answers each of its
+    /// waiters.
+    async fn write(&self, batch: Vec<QueuedChange>) {
         let folder_synced = if batch.iter().any(|queued| queued.after_spec) {
             wdp_resource::cdi::sync_folder(&self.cdi_dir).map_err(|error| {
                 format!(
@@ -122,9 +139,24 @@ impl SharedCheckpoint {
             .into_iter()
             .map(|queued| (queued.change, queued.done))
             .unzip();
-        let result = checkpoint
-            .commit(changes)
-            .map_err(|error| error.to_string());
+        let staged = {
+            let mut checkpoint = self.checkpoint.lock().await;
+            let staged = checkpoint.stage(changes);
+            self.writing.store(staged.is_ok(), Ordering::SeqCst);
+            staged
+        };
+        let result = match staged {
+            Err(error) => Err(error.to_string()),
+            Ok(staged) => {
+                // The disk: the checkpoint is not held meanwhile.
+                let written = staged.write();
+                let mut checkpoint = self.checkpoint.lock().await;
+                self.writing.store(false, Ordering::SeqCst);
+                checkpoint
+                    .finish(written)
+                    .map_err(|error| error.to_string())
+            }
+        };
         for waiter in waiting {
             let _ = waiter.send(result.clone());
         }
