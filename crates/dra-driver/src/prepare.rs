@@ -66,7 +66,7 @@ pub struct ClaimPreparer {
     pool: String,
     resource: Arc<Resource>,
     cdi_dir: PathBuf,
-    checkpoint: SharedCheckpoint,
+    checkpoint: Arc<SharedCheckpoint>,
     in_flight: std::sync::Mutex<InFlight>,
     /// The resource left the configuration: only unprepare is served.
     draining: AtomicBool,
@@ -90,7 +90,7 @@ impl ClaimPreparer {
             driver: driver.to_owned(),
             pool: pool.to_owned(),
             resource,
-            checkpoint: SharedCheckpoint::new(driver, cdi_dir.clone(), checkpoint),
+            checkpoint: Arc::new(SharedCheckpoint::new(driver, cdi_dir.clone(), checkpoint)),
             cdi_dir,
             in_flight: std::sync::Mutex::new(InFlight::default()),
             draining: AtomicBool::new(false),

@@ -18,8 +18,8 @@
 //! spec is on disk for good, as when each claim synced the folder itself.
 
 use std::path::PathBuf;
-use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError};
 
 use tokio::sync::{Mutex, MutexGuard, oneshot};
 
@@ -78,19 +78,23 @@ impl SharedCheckpoint {
     }
 
     /// Writes `change`, together with every change queued meanwhile.
-    pub async fn record(&self, change: Change) -> Result<(), String> {
+    pub async fn record(self: &Arc<Self>, change: Change) -> Result<(), String> {
         self.queue(change, false).await
     }
 
     /// Writes `change`, which records a claim whose CDI spec was renamed
     /// into the CDI folder without syncing it: the folder is synced first,
     /// and if that fails the change is not written.
-    pub async fn record_after_spec(&self, change: Change) -> Result<(), String> {
+    pub async fn record_after_spec(self: &Arc<Self>, change: Change) -> Result<(), String> {
         self.queue(change, true).await
     }
 
-    async fn queue(&self, change: Change, after_spec: bool) -> Result<(), String> {
-        let (done, mut outcome) = oneshot::channel();
+    /// Queues `change` and waits for its outcome. The write runs in a task
+    /// of its own, so a caller that goes away (the kubelet cancelled its
+    /// call) never leaves a write half done: once queued, a change is
+    /// written and its outcome taken whether or not anyone still waits.
+    async fn queue(self: &Arc<Self>, change: Change, after_spec: bool) -> Result<(), String> {
+        let (done, outcome) = oneshot::channel();
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -99,18 +103,22 @@ impl SharedCheckpoint {
                 after_spec,
                 done,
             });
-        let turn = self.writer.lock().await;
-        if let Ok(result) = outcome.try_recv() {
-            // Written by the call that had the turn before.
-            return result;
-        }
-        let batch =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
-        self.write(batch).await;
-        drop(turn);
+        let shared = Arc::clone(self);
+        tokio::spawn(async move { shared.write_pending().await });
         outcome
             .await
             .unwrap_or_else(|_| Err("the checkpoint write was abandoned".to_owned()))
+    }
+
+    /// Waits for the turn to write, then writes every change queued by
+    /// then (none: an earlier turn wrote them).
+    async fn write_pending(&self) {
+        let _turn = self.writer.lock().await;
+        let batch =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        if !batch.is_empty() {
+            self.write(batch).await;
+        }
     }
 
     /// Writes `batch` (it is the caller's turn) and answers each of its
@@ -191,10 +199,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cdi = dir.path().join("cdi");
         std::fs::create_dir(&cdi).unwrap();
-        let shared = std::sync::Arc::new(shared(dir.path(), cdi));
+        let shared = Arc::new(shared(dir.path(), cdi));
         let tasks: Vec<_> = (0..16)
             .map(|n| {
-                let shared = std::sync::Arc::clone(&shared);
+                let shared = Arc::clone(&shared);
                 tokio::spawn(async move {
                     let uid = format!("uid-{n}");
                     shared
@@ -215,7 +223,7 @@ mod tests {
     async fn a_claim_is_not_recorded_when_the_cdi_folder_cannot_be_synced() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("no-such-cdi-folder");
-        let shared = shared(dir.path(), missing.clone());
+        let shared = Arc::new(shared(dir.path(), missing.clone()));
         shared
             .record(Change::Insert("old".to_owned(), claim("old")))
             .await
