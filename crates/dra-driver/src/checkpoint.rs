@@ -329,13 +329,16 @@ impl Checkpoint {
 
     /// Records `claim` under `uid` and writes the file, under the lock and
     /// on top of whatever another writer recorded; on an error nothing is
-    /// recorded.
+    /// recorded. (Tests record this way; the driver stages, writes and
+    /// finishes, see `shared_checkpoint`.)
+    #[cfg(test)]
     pub fn insert(&mut self, uid: &str, claim: PreparedClaim) -> Result<(), CheckpointError> {
         self.commit(vec![Change::Insert(uid.to_owned(), claim)])
     }
 
     /// Forgets `uid` and writes the file, under the lock; returns what was
     /// recorded. On an error nothing is forgotten.
+    #[cfg(test)]
     pub fn remove(&mut self, uid: &str) -> Result<Option<PreparedClaim>, CheckpointError> {
         let staged = self.stage(vec![Change::Remove(uid.to_owned())])?;
         let removed = staged.undo.first().and_then(|(_, before)| before.clone());
@@ -348,12 +351,13 @@ impl Checkpoint {
     /// and on top of whatever another writer recorded: one write (and one
     /// sync) for many claims prepared or unprepared at once. On an error
     /// none of them is applied.
+    #[cfg(test)]
     pub fn commit(&mut self, changes: Vec<Change>) -> Result<(), CheckpointError> {
         let written = self.stage(changes)?.write();
         self.finish(written)
     }
 
-    /// The first half of [`Checkpoint::commit`]: takes the lock, re-reads
+    /// The first step of a write: takes the lock, re-reads
     /// the file if another writer replaced it, applies `changes` in memory
     /// and makes the file's new content. [`StagedWrite::write`] then writes
     /// it without needing the checkpoint (so readers are not held up by the
@@ -407,7 +411,7 @@ impl Checkpoint {
         }
     }
 
-    /// The second half of [`Checkpoint::commit`]: the file written (now
+    /// The last step of a write: the file written (now
     /// what this checkpoint last saw), or, if it could not be, the staged
     /// changes undone.
     pub(crate) fn finish(&mut self, written: WriteOutcome) -> Result<(), CheckpointError> {

@@ -111,8 +111,17 @@ impl SharedCheckpoint {
     }
 
     /// Waits for the turn to write, then writes every change queued by
-    /// then (none: an earlier turn wrote them).
+    /// then (none: an earlier turn wrote them). Nothing queued before the
+    /// turn: a writer already took this change, and answers it.
     async fn write_pending(&self) {
+        if self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+        {
+            return;
+        }
         let _turn = self.writer.lock().await;
         let batch =
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
