@@ -10,17 +10,18 @@
 //! stream ([`HealthService`]); `checkpoint` is the on-disk record of
 //! prepared claims, shared with a second instance during a rolling update,
 //! and `shared_checkpoint` how concurrent claims read and write it (group
-//! commit);
-//! `handover` decides which instance publishes; `prepare` holds the per-claim prepare and unprepare
-//! decisions, `allocation` maps a claim's results to this node's devices
-//! and partitions, `claim` names a claim and writes its device statuses,
-//! `in_flight` what claims are doing right now, and `claim_cdi` the CDI
-//! spec of one claim; `cleanup` unprepares at
-//! start what the API server no longer has; `service` is the
-//! `DRAPlugin` gRPC side (v1 and v1beta1); `kube_api` connects to the API
-//! server ([`connect`], [`DraApi`]); `driver` runs one driver (sockets,
-//! registration, slice publishing, health stream: [`DraDriver`]); `report`
-//! is what `check` prints of a DRA resource ([`dra_report`]).
+//! commit); `handover` decides which instance publishes; `prepare` holds
+//! the per-claim prepare and unprepare decisions, `allocation` maps a
+//! claim's results to this node's devices and partitions, `claim` names a
+//! claim and writes its device statuses, `in_flight` what claims are doing
+//! right now, `claim_cdi` the CDI spec of one claim, and `recorded_spec`
+//! writes a prepared claim's spec again from its record when a reboot
+//! emptied the CDI folder; `cleanup` unprepares at start what the API
+//! server no longer has; `service` is the `DRAPlugin` gRPC side (v1 and
+//! v1beta1); `kube_api` connects to the API server ([`connect`],
+//! [`DraApi`]); `driver` runs one driver (sockets, registration, slice
+//! publishing, health stream: [`DraDriver`]); `report` is what `check`
+//! prints of a DRA resource ([`dra_report`]).
 //!
 //! It does not parse the configuration, load guests or read hardware
 //! (`wdp-resource` does), nor decide when a driver starts, stops or is
@@ -44,6 +45,7 @@ mod in_flight;
 mod kube_api;
 mod prepare;
 mod publish;
+mod recorded_spec;
 mod report;
 mod service;
 mod shared_checkpoint;

@@ -54,6 +54,7 @@ use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim::{ClaimRef, StatusWrite, StatusWriter, StatusWriterSlot};
 use crate::claim_cdi;
 use crate::in_flight::{self, InFlight, Reservation};
+use crate::recorded_spec;
 use crate::shared_checkpoint::SharedCheckpoint;
 use wdp_resource::Resource;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
@@ -90,7 +91,7 @@ impl ClaimPreparer {
             driver: driver.to_owned(),
             pool: pool.to_owned(),
             resource,
-            checkpoint: Arc::new(SharedCheckpoint::new(driver, cdi_dir.clone(), checkpoint)),
+            checkpoint: Arc::new(SharedCheckpoint::new(driver, checkpoint)),
             cdi_dir,
             in_flight: std::sync::Mutex::new(InFlight::default()),
             draining: AtomicBool::new(false),
@@ -173,8 +174,13 @@ impl ClaimPreparer {
         claim: &ClaimRef,
         read: Result<Option<ResourceClaim>, String>,
     ) -> Result<Vec<PreparedDevice>, String> {
-        if let Some(done) = self.prepared(&claim.uid).await {
-            return Ok(done);
+        if self.prepared(&claim.uid).await.is_some() {
+            let recorded = self
+                .one_at_a_time(&claim.uid, self.answer_recorded(claim))
+                .await?;
+            if let Some(done) = recorded {
+                return Ok(done);
+            }
         }
         if self.draining.load(Ordering::SeqCst) {
             return Err(format!(
@@ -204,6 +210,25 @@ impl ClaimPreparer {
         }
         self.one_at_a_time(&claim.uid, self.prepare_read(claim, &object, &results))
             .await
+    }
+
+    /// The answer recorded for `claim`, after writing its CDI spec again
+    /// if it is missing or damaged (see `recorded_spec`); `None`: not
+    /// recorded (unprepared meanwhile). The caller holds the claim's gate.
+    async fn answer_recorded(
+        &self,
+        claim: &ClaimRef,
+    ) -> Result<Option<Vec<PreparedDevice>>, String> {
+        let Some(record) = self.checkpoint.read().await.get(&claim.uid).cloned() else {
+            return Ok(None);
+        };
+        if let Some(file) = &record.cdi_spec
+            && !recorded_spec::is_intact(file, &claim.uid, &record)
+        {
+            recorded_spec::rebuild(&self.resource, claim, &record, file).await?;
+            tracing::warn!(driver = %self.driver, %claim, cdi_spec = %file.display(), "the claim's CDI spec was missing or damaged (the node restarted?): written again from the checkpoint");
+        }
+        Ok(Some(record.devices))
     }
 
     /// Prepares `claim` (`object` as read, `results` its allocation for
@@ -285,7 +310,7 @@ impl ClaimPreparer {
         let cdi_spec =
             claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);
         let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
-        if let Err(error) = wdp_resource::cdi::write_file_folder_unsynced(&file, &cdi_spec) {
+        if let Err(error) = wdp_resource::cdi::write_file_unsynced(&file, &cdi_spec) {
             self.unwind(claim, &info, &claim_devices).await;
             return Err(format!(
                 "claim {claim}: cannot write the CDI spec {}: {error}",
@@ -340,7 +365,7 @@ impl ClaimPreparer {
         };
         if let Err(error) = self
             .checkpoint
-            .record_after_spec(Change::Insert(claim.uid.clone(), record))
+            .record(Change::Insert(claim.uid.clone(), record))
             .await
         {
             let _ = claim_cdi::remove_spec(&file);

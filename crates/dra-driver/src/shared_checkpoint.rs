@@ -10,14 +10,8 @@
 //! repeated prepare) do not wait for the disk meanwhile; what they see
 //! then may not be on disk yet, which only ever makes them more careful
 //! (a device looks held a moment longer). A write that fails undoes its
-//! changes. Claims prepared together share the checkpoint's syncs, and
-//! also the sync of the CDI folder: a prepared claim's spec is renamed into the folder
-//! without syncing it ([`wdp_resource::cdi::write_file_folder_unsynced`]),
-//! and the writer syncs the folder once, before the checkpoint records any
-//! of the claims. A claim is thus never recorded as prepared before its
-//! spec is on disk for good, as when each claim synced the folder itself.
+//! changes.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
@@ -29,7 +23,6 @@ use crate::checkpoint::{Change, Checkpoint};
 #[derive(Debug)]
 pub struct SharedCheckpoint {
     driver: String,
-    cdi_dir: PathBuf,
     checkpoint: Mutex<Checkpoint>,
     /// Held by whoever writes the file: one write at a time, in order.
     writer: Mutex<()>,
@@ -45,18 +38,14 @@ pub struct SharedCheckpoint {
 #[derive(Debug)]
 struct QueuedChange {
     change: Change,
-    /// The change records a CDI spec renamed into the CDI folder and not
-    /// yet synced there.
-    after_spec: bool,
     done: oneshot::Sender<Result<(), String>>,
 }
 
 impl SharedCheckpoint {
-    /// `checkpoint` of `driver`, whose claims' CDI specs go into `cdi_dir`.
-    pub fn new(driver: &str, cdi_dir: PathBuf, checkpoint: Checkpoint) -> Self {
+    /// `checkpoint` of `driver`.
+    pub fn new(driver: &str, checkpoint: Checkpoint) -> Self {
         Self {
             driver: driver.to_owned(),
-            cdi_dir,
             checkpoint: Mutex::new(checkpoint),
             writer: Mutex::new(()),
             writing: AtomicBool::new(false),
@@ -77,32 +66,17 @@ impl SharedCheckpoint {
         checkpoint
     }
 
-    /// Writes `change`, together with every change queued meanwhile.
+    /// Writes `change`, together with every change queued meanwhile, and
+    /// waits for the outcome. The write runs in a task of its own, so a
+    /// caller that goes away (the kubelet cancelled its call) never leaves
+    /// a write half done: once queued, a change is written and its outcome
+    /// taken whether or not anyone still waits.
     pub async fn record(self: &Arc<Self>, change: Change) -> Result<(), String> {
-        self.queue(change, false).await
-    }
-
-    /// Writes `change`, which records a claim whose CDI spec was renamed
-    /// into the CDI folder without syncing it: the folder is synced first,
-    /// and if that fails the change is not written.
-    pub async fn record_after_spec(self: &Arc<Self>, change: Change) -> Result<(), String> {
-        self.queue(change, true).await
-    }
-
-    /// Queues `change` and waits for its outcome. The write runs in a task
-    /// of its own, so a caller that goes away (the kubelet cancelled its
-    /// call) never leaves a write half done: once queued, a change is
-    /// written and its outcome taken whether or not anyone still waits.
-    async fn queue(self: &Arc<Self>, change: Change, after_spec: bool) -> Result<(), String> {
         let (done, outcome) = oneshot::channel();
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(QueuedChange {
-                change,
-                after_spec,
-                done,
-            });
+            .push(QueuedChange { change, done });
         let shared = Arc::clone(self);
         tokio::spawn(async move { shared.write_pending().await });
         outcome
@@ -133,26 +107,7 @@ impl SharedCheckpoint {
     /// Writes `batch` (it is the caller's turn) and answers each of its
     /// waiters.
     async fn write(&self, batch: Vec<QueuedChange>) {
-        let folder_synced = if batch.iter().any(|queued| queued.after_spec) {
-            wdp_resource::cdi::sync_folder(&self.cdi_dir).map_err(|error| {
-                format!(
-                    "cannot sync the CDI folder {} after writing the claim's spec: {error}",
-                    self.cdi_dir.display()
-                )
-            })
-        } else {
-            Ok(())
-        };
-        let (ready, refused): (Vec<_>, Vec<_>) = batch
-            .into_iter()
-            .partition(|queued| !queued.after_spec || folder_synced.is_ok());
-        for queued in refused {
-            let _ = queued.done.send(folder_synced.clone());
-        }
-        if ready.is_empty() {
-            return;
-        }
-        let (changes, waiting): (Vec<_>, Vec<_>) = ready
+        let (changes, waiting): (Vec<_>, Vec<_>) = batch
             .into_iter()
             .map(|queued| (queued.change, queued.done))
             .unzip();
@@ -195,62 +150,66 @@ mod tests {
         }
     }
 
-    fn shared(state: &std::path::Path, cdi_dir: PathBuf) -> SharedCheckpoint {
-        SharedCheckpoint::new(
+    fn shared(state: &std::path::Path) -> Arc<SharedCheckpoint> {
+        Arc::new(SharedCheckpoint::new(
             "gpu.example.com",
-            cdi_dir,
             Checkpoint::load(state, "gpu.example.com"),
-        )
+        ))
+    }
+
+    /// 16 claims recorded at once by tasks of their own.
+    async fn record_16(shared: &Arc<SharedCheckpoint>) -> Vec<Result<(), String>> {
+        let tasks: Vec<_> = (0..16)
+            .map(|n| {
+                let shared = Arc::clone(shared);
+                tokio::spawn(async move {
+                    let uid = format!("uid-{n}");
+                    shared
+                        .record(Change::Insert(uid, claim(&format!("claim-{n}"))))
+                        .await
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn claims_recorded_together_are_all_in_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let cdi = dir.path().join("cdi");
-        std::fs::create_dir(&cdi).unwrap();
-        let shared = Arc::new(shared(dir.path(), cdi));
-        let tasks: Vec<_> = (0..16)
-            .map(|n| {
-                let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let uid = format!("uid-{n}");
-                    shared
-                        .record_after_spec(Change::Insert(uid, claim(&format!("claim-{n}"))))
-                        .await
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap().unwrap();
+        let shared = shared(dir.path());
+        for outcome in record_16(&shared).await {
+            outcome.unwrap();
         }
         let reread = Checkpoint::load(dir.path(), "gpu.example.com");
         assert_eq!(reread.claims().len(), 16);
         assert_eq!(reread.get("uid-7").unwrap().name, "claim-7");
     }
 
-    #[tokio::test]
-    async fn a_claim_is_not_recorded_when_the_cdi_folder_cannot_be_synced() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_claim_of_a_failed_write_gets_the_error_and_none_stays_recorded() {
         let dir = tempfile::tempdir().unwrap();
-        let missing = dir.path().join("no-such-cdi-folder");
-        let shared = Arc::new(shared(dir.path(), missing.clone()));
+        let shared = shared(dir.path());
         shared
             .record(Change::Insert("old".to_owned(), claim("old")))
             .await
             .unwrap();
-        let error = shared
-            .record_after_spec(Change::Insert("new".to_owned(), claim("new")))
-            .await
-            .unwrap_err();
-        assert!(
-            error.contains(&missing.display().to_string()),
-            "the error names the folder: {error}"
-        );
-        // Changes that wrote no spec are still recorded.
-        shared
-            .record(Change::Remove("old".to_owned()))
-            .await
-            .unwrap();
-        let reread = Checkpoint::load(dir.path(), "gpu.example.com");
-        assert!(reread.claims().is_empty(), "{:?}", reread.claims());
+        // A folder where the file goes: every rename over it fails.
+        let path = shared.read().await.path().to_owned();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+        for outcome in record_16(&shared).await {
+            let error = outcome.unwrap_err();
+            assert!(
+                error.contains(&path.display().to_string()),
+                "the error names the checkpoint: {error}"
+            );
+        }
+        let checkpoint = shared.read().await;
+        assert_eq!(checkpoint.claims().len(), 1, "{:?}", checkpoint.claims());
+        assert!(checkpoint.get("old").is_some());
     }
 }

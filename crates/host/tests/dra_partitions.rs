@@ -152,6 +152,14 @@ async fn partitions_are_published_with_counters_created_at_prepare_and_removed_a
     assert_eq!(statuses[0]["conditions"][0]["status"], "True");
     assert_eq!(statuses[0]["data"]["profile"], "1g.10gb");
 
+    // The CDI folder emptied (a reboot): asked again, the partition's spec
+    // is written again as it was, and the partition is not created twice.
+    std::fs::remove_file(spec_of(&w, &claimed)).unwrap();
+    std::fs::write(gpu.join("partition_create"), "").unwrap();
+    assert_eq!(prepare_one(&endpoint, &claimed).await, answer);
+    assert_eq!(read_cdi_spec(&spec_of(&w, &claimed)), spec);
+    assert_eq!(read(gpu.join("partition_create")), "");
+
     // Another claim cannot take the same partition; a second partition
     // of the same GPU is fine (the scheduler counts the counters).
     let twice = w.api.put_claim(partition_claim("twice", "gpu-0-1g-10gb-0"));

@@ -281,30 +281,33 @@ pub fn write(dir: &Path, resource: &str, spec: &Spec) -> std::io::Result<PathBuf
 /// same folder, synced, renamed over `file`, then the folder synced (the
 /// rename reaches the disk with the folder).
 pub fn write_file(file: &Path, spec: &Spec) -> std::io::Result<()> {
-    write_file_folder_unsynced(file, spec)?;
-    sync_folder(file.parent().unwrap_or(Path::new(".")))
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let tmp = temporary_file_with(dir, spec)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(file).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
-/// [`write_file`] without the folder sync: the content is on disk, but a
-/// crash before the next [`sync_folder`] of the file's folder may still
-/// bring back the previous file, or none. For callers that write several
-/// files into one folder and sync it once for all of them (a DRA driver
-/// syncs the CDI folder once for the claims it records together).
-pub fn write_file_folder_unsynced(file: &Path, spec: &Spec) -> std::io::Result<()> {
+/// Writes `spec` to `file` atomically but not durably: a temporary file in
+/// the same folder renamed over `file`, nothing synced. A reader never sees
+/// half a spec, but after a power loss the file may be gone, empty or the
+/// previous one: for specs derived from a record that is synced, and
+/// written again from it when found so (a DRA claim's spec).
+pub fn write_file_unsynced(file: &Path, spec: &Spec) -> std::io::Result<()> {
     let dir = file.parent().unwrap_or(Path::new("."));
+    temporary_file_with(dir, spec)?
+        .persist(file)
+        .map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A new temporary file in `dir` holding `spec` as pretty JSON.
+fn temporary_file_with(dir: &Path, spec: &Spec) -> std::io::Result<tempfile::NamedTempFile> {
     let mut bytes = serde_json::to_vec_pretty(spec).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     tmp.write_all(&bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(file).map_err(|e| e.error)?;
-    Ok(())
-}
-
-/// Syncs folder `dir`, so the files renamed or created in it so far stay
-/// there after a crash.
-pub fn sync_folder(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
+    Ok(tmp)
 }
 
 /// Makes sure specs can be written into `dir`: created if missing, and a
