@@ -2,17 +2,18 @@
 //! `NodeUnprepareResources` for one claim, each answered on its own so a
 //! bad claim never fails the others of the call.
 //!
-//! Prepare: a claim already in the checkpoint gets the recorded answer
-//! (no guest runs again). Otherwise the claim read from the API server
-//! must exist, carry the UID the kubelet named, not be being deleted and
-//! be allocated; its results for this driver name devices of this node's
-//! pool, each mapped back to a healthy device of the resource's current
-//! set and not held by another claim (unless either has admin access; the
-//! replicas of a shared device are devices of their own). Then the
-//! `pre-start` guest (or the built-in node check) and the `allocate` guest
-//! (or the built-in) run through the resource's usual call path, the
-//! answer becomes the claim's CDI spec, and the checkpoint records it all
-//! before the kubelet is answered.
+//! Prepare: a claim already in the checkpoint gets the recorded answer (no
+//! guest runs again, unless its CDI spec is missing or damaged, as after a
+//! reboot: then `recorded_spec` writes it again). Otherwise the claim read
+//! from the API server must exist, carry the UID the kubelet named, not be
+//! being deleted and be allocated; its results for this driver name devices
+//! of this node's pool, each mapped back to a healthy device of the
+//! resource's current set and not held by another claim (unless either has
+//! admin access; the replicas of a shared device are devices of their own).
+//! Then the `pre-start` guest (or the built-in node check) and the
+//! `allocate` guest (or the built-in) run through the resource's usual call
+//! path, the answer becomes the claim's CDI spec, and the checkpoint
+//! records it all before the kubelet is answered.
 //!
 //! A result may name a partition (from the `dra-layout` guest): it maps to
 //! its parent device, whose nodes the container gets, and is held
@@ -31,8 +32,9 @@
 //! claims at once after a node restart): the checkpoint is locked only to
 //! pick and record devices, never across guest calls or the CDI write, and
 //! records that arrive while it is being written are written together
-//! next, after one sync of the CDI folder (group commit, in
-//! `shared_checkpoint`: one write and one sync for many claims).
+//! next (group commit, in `shared_checkpoint`: one write and one sync for
+//! many claims). The claim's CDI spec is renamed in without syncing: the
+//! checkpoint is the durable record, the spec is derived from it.
 //! Devices picked but not yet recorded are reserved in memory, so two
 //! claims never take the same one; the same claim asked twice at once is
 //! prepared once, the second call waiting for and answering with the
