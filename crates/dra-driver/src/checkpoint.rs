@@ -23,10 +23,10 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use wdp_resource::atomic_file::{self, Durability};
 
 use crate::file_stamp::FileStamp;
 
@@ -490,15 +490,10 @@ impl StagedWrite {
     }
 
     fn write_file(&self) -> std::io::Result<()> {
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        tmp.write_all(&self.bytes)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(&self.path).map_err(|e| e.error)?;
-        // The rename itself reaches the disk only with the folder: without
-        // this a crash could bring back the previous file.
-        File::open(dir)?.sync_all()
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        atomic_file::replace(&self.path, &self.bytes, Durability::Synced)
     }
 }
 

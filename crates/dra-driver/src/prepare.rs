@@ -158,10 +158,9 @@ impl ClaimPreparer {
         &self.resource
     }
 
-    /// The answer recorded for `uid`, if it was prepared.
-    pub async fn prepared(&self, uid: &str) -> Option<Vec<PreparedDevice>> {
-        let checkpoint = self.checkpoint.read().await;
-        checkpoint.get(uid).map(|c| c.devices.clone())
+    /// Whether claim `uid` is recorded as prepared.
+    pub async fn is_prepared(&self, uid: &str) -> bool {
+        self.checkpoint.read().await.get(uid).is_some()
     }
 
     /// Every prepared claim, by UID.
@@ -176,7 +175,7 @@ impl ClaimPreparer {
         claim: &ClaimRef,
         read: Result<Option<ResourceClaim>, String>,
     ) -> Result<Vec<PreparedDevice>, String> {
-        if self.prepared(&claim.uid).await.is_some() {
+        if self.is_prepared(&claim.uid).await {
             let recorded = self
                 .one_at_a_time(&claim.uid, self.answer_recorded(claim))
                 .await?;

@@ -173,7 +173,7 @@ impl DraPluginService {
     /// Prepares one claim of a call.
     async fn prepare_claim(&self, claim: ClaimRef) -> Result<Vec<PreparedDevice>, String> {
         let started = Instant::now();
-        let read = if self.preparer.prepared(&claim.uid).await.is_some() {
+        let read = if self.preparer.is_prepared(&claim.uid).await {
             // Idempotent: the checkpoint answers without the API server.
             Ok(None)
         } else {

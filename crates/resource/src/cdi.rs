@@ -11,12 +11,12 @@
 //! the rules of the upstream CDI library's `MinimumRequiredVersion`, so
 //! containerd 1.7+ and CRI-O read it.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use wdp_policy::types::{DeviceNode, NodeType};
 
+use crate::atomic_file::{self, Durability};
 use crate::config::{CdiEdits, ResourceConfig};
 use crate::device_set::DeviceSet;
 
@@ -277,37 +277,24 @@ pub fn write(dir: &Path, resource: &str, spec: &Spec) -> std::io::Result<PathBuf
     Ok(file)
 }
 
-/// Writes `spec` to `file` atomically and durably: a temporary file in the
-/// same folder, synced, renamed over `file`, then the folder synced (the
-/// rename reaches the disk with the folder).
+/// Writes `spec` to `file` atomically and durably
+/// ([`Durability::Synced`]).
 pub fn write_file(file: &Path, spec: &Spec) -> std::io::Result<()> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    let tmp = temporary_file_with(dir, spec)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(file).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
+    atomic_file::replace(file, &spec_bytes(spec)?, Durability::Synced)
 }
 
-/// Writes `spec` to `file` atomically but not durably: a temporary file in
-/// the same folder renamed over `file`, nothing synced. A reader never sees
-/// half a spec, but after a power loss the file may be gone, empty or the
-/// previous one: for specs derived from a record that is synced, and
-/// written again from it when found so (a DRA claim's spec).
+/// Writes `spec` to `file` atomically but not durably
+/// ([`Durability::Unsynced`]): for specs derived from a record that is
+/// synced, and written again from it when found lost (a DRA claim's spec).
 pub fn write_file_unsynced(file: &Path, spec: &Spec) -> std::io::Result<()> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    temporary_file_with(dir, spec)?
-        .persist(file)
-        .map_err(|e| e.error)?;
-    Ok(())
+    atomic_file::replace(file, &spec_bytes(spec)?, Durability::Unsynced)
 }
 
-/// A new temporary file in `dir` holding `spec` as pretty JSON.
-fn temporary_file_with(dir: &Path, spec: &Spec) -> std::io::Result<tempfile::NamedTempFile> {
+/// `spec` as the file holds it: pretty JSON and a newline.
+fn spec_bytes(spec: &Spec) -> std::io::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(spec).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(&bytes)?;
-    Ok(tmp)
+    Ok(bytes)
 }
 
 /// Makes sure specs can be written into `dir`: created if missing, and a

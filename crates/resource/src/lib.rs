@@ -22,13 +22,15 @@
 //! counters, capacity and taints of [`dra_layout`]); `resource` is the
 //! per-resource swap point ([`Resource`]), `admission` the decisions on top of it
 //! ([`Resource::allocate`]) and [`dra_actions`] the DRA prepare and
-//! unprepare guests ([`Resource::dra_prepare`]); [`cdi`] writes CDI specs;
+//! unprepare guests ([`Resource::dra_prepare`]); [`cdi`] writes CDI specs,
+//! through [`atomic_file`];
 //! [`metrics`] counts; `error` says what stops a resource from being
 //! served ([`ResourceError`]).
 
 #![warn(missing_docs)]
 
 mod admission;
+pub mod atomic_file;
 mod builtin;
 pub mod cdi;
 pub mod companions;
