@@ -24,9 +24,20 @@ use crate::checkpoint::PreparedClaim;
 use crate::claim::ClaimRef;
 use crate::claim_cdi;
 
+/// Far more than a claim's spec holds (its devices' nodes and the
+/// `allocate` answer, both bounded by the resource limits).
+const LARGEST_SPEC: u64 = 16 * 1024 * 1024;
+
 /// Whether `file` is the spec written for claim `uid` as `record` has it:
 /// JSON naming a CDI device for each recorded device.
 pub(crate) fn is_intact(file: &Path, uid: &str, record: &PreparedClaim) -> bool {
+    // Only a plain file of a spec's size is read: anything else in its
+    // place (a pipe would block the read) is replaced by the rebuild.
+    let plain = std::fs::symlink_metadata(file)
+        .is_ok_and(|meta| meta.is_file() && meta.len() <= LARGEST_SPEC);
+    if !plain {
+        return false;
+    }
     let Ok(text) = std::fs::read(file) else {
         return false;
     };

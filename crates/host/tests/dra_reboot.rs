@@ -15,12 +15,15 @@ async fn after_a_reboot_a_repeated_prepare_writes_the_claims_cdi_specs_again() {
     let emptied = w
         .api
         .put_claim(claim("emptied", DRIVER, &[&name_of(GPU_B)]));
+    let piped = w
+        .api
+        .put_claim(claim("piped", DRIVER, &[&name_of("0000:08:00.0")]));
     let lost_device = w
         .api
         .put_claim(claim("lost-device", DRIVER, &[&name_of("0000:07:00.0")]));
     let mut answers = Vec::new();
     let mut specs = Vec::new();
-    for claim in [&gone, &emptied, &lost_device] {
+    for claim in [&gone, &emptied, &piped, &lost_device] {
         let answer = prepare_one(&endpoint, claim).await;
         assert_eq!(answer.error, "");
         answers.push(answer);
@@ -28,15 +31,22 @@ async fn after_a_reboot_a_repeated_prepare_writes_the_claims_cdi_specs_again() {
     }
     host.shutdown().await;
 
-    // The reboot: one spec gone, one left empty, and one claim's GPU no
-    // longer on the node.
+    // The reboot: one spec gone, one left empty, a pipe in the place of
+    // one (a read of it would never end), and one claim's GPU no longer on
+    // the node.
     std::fs::remove_file(spec_of(&w, &gone)).unwrap();
     std::fs::write(spec_of(&w, &emptied), b"").unwrap();
+    std::fs::remove_file(spec_of(&w, &piped)).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(spec_of(&w, &piped))
+        .status()
+        .unwrap();
+    assert!(made.success());
     std::fs::remove_file(w.world.root().join("sys/bus/pci/devices/0000:07:00.0")).unwrap();
     std::fs::remove_file(spec_of(&w, &lost_device)).unwrap();
 
     let (host, endpoint) = w.serving_count(7).await;
-    for (n, claim) in [&gone, &emptied].into_iter().enumerate() {
+    for (n, claim) in [&gone, &emptied, &piped].into_iter().enumerate() {
         let again = prepare_one(&endpoint, claim).await;
         assert_eq!(again, answers[n], "the recorded answer, as before");
         assert_eq!(
@@ -62,7 +72,7 @@ async fn after_a_reboot_a_repeated_prepare_writes_the_claims_cdi_specs_again() {
     }
     assert!(!spec_of(&w, &lost_device).exists());
     // It still unprepares, as do the others.
-    for claim in [&gone, &emptied, &lost_device] {
+    for claim in [&gone, &emptied, &piped, &lost_device] {
         assert_eq!(unprepare_one(&endpoint, claim).await, "");
     }
     assert!(
