@@ -1,6 +1,7 @@
 //! Device status (KEP-4817) against the fake API server: writing and clearing
 //! this driver's entries on a claim, leaving other drivers' alone; claims
-//! gone or replaced; entries the server would reject; concurrent writers.
+//! gone or replaced; entries the server would reject; concurrent writers; a
+//! server that never answers the write.
 
 mod common;
 
@@ -11,8 +12,8 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use wdp_dra_client::{
-    AllocatedDeviceStatus, ApiError, NetworkDeviceData, ResourceClaim, clear_device_status,
-    write_device_status,
+    AllocatedDeviceStatus, ApiError, NetworkDeviceData, ResourceClaim, STATUS_REQUEST_TIMEOUT,
+    clear_device_status, write_device_status,
 };
 
 const NAMESPACE: &str = "default";
@@ -333,4 +334,42 @@ async fn concurrent_writers_of_one_claim_all_get_through() {
         .filter(|r| r.code == 409)
         .count();
     eprintln!("{conflicts} conflicts retried");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_server_never_answers_gives_up_in_time_naming_the_claim() {
+    let cluster = Cluster::start().await;
+    let stored = cluster
+        .server
+        .put_claim(claim(vec![result(DRIVER, NODE, "gpu0")], Vec::new()));
+    let uid = stored.metadata.uid.unwrap();
+    let write = || {
+        write_device_status(
+            &cluster.client,
+            NAMESPACE,
+            CLAIM,
+            &uid,
+            DRIVER,
+            NODE,
+            vec![entry(DRIVER, NODE, "gpu0", "True")],
+        )
+    };
+    cluster.server.hang_claim_status_writes(true);
+    let started = std::time::Instant::now();
+    let error = within("a write the server holds", write())
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() >= STATUS_REQUEST_TIMEOUT);
+    assert!(
+        matches!(error, ApiError::TimedOut { .. }) && error.to_string().contains(CLAIM),
+        "{error}"
+    );
+    assert!(stored_entries(&cluster).is_empty());
+    // The server answers again: the next write goes through.
+    cluster.server.hang_claim_status_writes(false);
+    within("a write", write()).await.unwrap();
+    assert_eq!(
+        stored_entries(&cluster),
+        [row(DRIVER, NODE, "gpu0", "True")]
+    );
 }

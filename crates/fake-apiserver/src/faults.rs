@@ -1,7 +1,8 @@
 //! Faults a client must survive besides outages and throttling: bearer
 //! tokens the server accepts (a service-account token rotated on disk must
-//! be picked up by the client) and claim reads answered with a body that is
-//! not JSON (a proxy's error page, a truncated answer).
+//! be picked up by the client), claim reads answered with a body that is
+//! not JSON (a proxy's error page, a truncated answer) and claim status
+//! writes never answered (a server that hangs mid-request).
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -22,6 +23,8 @@ pub(crate) struct Faults {
     seen: Mutex<Vec<String>>,
     /// Claim reads answer 200 with a body that is not JSON.
     garbage_claims: AtomicBool,
+    /// Claim status writes get no answer.
+    hung_status_writes: AtomicBool,
 }
 
 impl Faults {
@@ -36,6 +39,19 @@ impl Faults {
 
     pub(crate) fn set_garbage_claims(&self, on: bool) {
         self.garbage_claims.store(on, Ordering::SeqCst);
+    }
+
+    pub(crate) fn set_hung_status_writes(&self, on: bool) {
+        self.hung_status_writes.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether `request` is a claim status write left unanswered.
+    pub(crate) fn hangs(&self, request: &Request) -> bool {
+        let path = request.uri().path();
+        self.hung_status_writes.load(Ordering::SeqCst)
+            && request.method() != axum::http::Method::GET
+            && path.contains("/resourceclaims/")
+            && path.ends_with("/status")
     }
 
     /// The answer a fault gives `request`, if any.

@@ -164,6 +164,13 @@ impl FakeApiServer {
         self.faults.set_garbage_claims(on);
     }
 
+    /// While on, every ResourceClaim status write (`PUT` or `PATCH` of
+    /// `…/resourceclaims/<name>/status`) is held and never answered, as by
+    /// a server that hangs mid-request; reads are answered.
+    pub fn hang_claim_status_writes(&self, on: bool) {
+        self.faults.set_hung_status_writes(on);
+    }
+
     /// Every ResourceSlice, ordered by name.
     pub fn slices(&self) -> Vec<ResourceSlice> {
         self.store.list::<ResourceSlice>(&Filter::default()).0

@@ -67,8 +67,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Counts every request, answers 503 while the server refuses, and lets the throttle answer
-/// or log ResourceSlice writes.
+/// Counts every request, answers 503 while the server refuses, lets the faults answer (or
+/// hold a request unanswered), and lets the throttle answer or log ResourceSlice writes.
 async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     state
         .store
@@ -81,6 +81,10 @@ async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Re
     }
     if let Some(answer) = state.faults.answer(&request) {
         return answer;
+    }
+    if state.faults.hangs(&request) {
+        // Held until the client gives up (it drops the connection).
+        std::future::pending::<()>().await;
     }
     state.throttling.gate(request, next).await
 }
