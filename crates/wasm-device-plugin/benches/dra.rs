@@ -20,6 +20,11 @@
 //!   serial throughput (claims prepared and unprepared per second);
 //! - the host's RSS with one DRA and four device-plugin resources, and
 //!   its CPU use while idle.
+//!
+//! On a machine with more than two cores, `WDP_BENCH_HOST_CPUS=0,1
+//! taskset -c 2-7 cargo bench -p wasm-device-plugin --bench dra` gives the
+//! host two cores of its own and keeps the bench client and API server off
+//! them; `WDP_BENCH_BINARY` measures another build of the host.
 
 mod support;
 
@@ -319,8 +324,9 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     println!(
-        "DRA on the real binary ({}), 2 shared cores",
-        support::binary()
+        "DRA on the real binary ({}), {}",
+        support::binary(),
+        support::host_cpus_heading()
     );
     // The CDI folder on disk (as the tests have it), then on tmpfs as a
     // node's /var/run/cdi is; the checkpoint stays on disk either way.

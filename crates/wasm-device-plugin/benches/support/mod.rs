@@ -96,9 +96,19 @@ impl Layout {
         layout
     }
 
-    /// `run` on this layout, logging only errors (plus `extra` arguments).
+    /// `run` on this layout, logging only errors (plus `extra` arguments);
+    /// on the CPUs `WDP_BENCH_HOST_CPUS` names, if set (see [`host_cpus`]).
     pub fn run(&self, extra: &[&str]) -> tokio::process::Child {
-        tokio::process::Command::new(binary())
+        let mut command = match host_cpus() {
+            // taskset execs the host: the child's PID is the host's.
+            Some(cpus) => {
+                let mut taskset = tokio::process::Command::new("taskset");
+                taskset.args(["-c", &cpus, &binary()]);
+                taskset
+            }
+            None => tokio::process::Command::new(binary()),
+        };
+        command
             .args(["run", "--registration", "kubelet", "--config-dir"])
             .arg(&self.config)
             .arg("--device-plugin-dir")
@@ -112,6 +122,28 @@ impl Layout {
             .kill_on_drop(true)
             .spawn()
             .unwrap()
+    }
+}
+
+/// `WDP_BENCH_HOST_CPUS` (a `taskset -c` list such as `0,1`): the CPUs the
+/// host runs on, so that on a machine with more cores the host gets two of
+/// its own and the bench (pinned elsewhere by the caller, `taskset -c 2-7
+/// cargo bench …`) does not compete with it. Unset: the host shares the
+/// machine's cores with the bench.
+pub fn host_cpus() -> Option<String> {
+    std::env::var("WDP_BENCH_HOST_CPUS")
+        .ok()
+        .filter(|cpus| !cpus.is_empty())
+}
+
+/// What the host runs on, for a bench's heading.
+pub fn host_cpus_heading() -> String {
+    match host_cpus() {
+        Some(cpus) => format!("host on CPUs {cpus} of its own"),
+        None => format!(
+            "host and bench sharing {} cores",
+            std::thread::available_parallelism().map_or(0, usize::from)
+        ),
     }
 }
 
