@@ -94,6 +94,17 @@ fn row(driver: &str, pool: &str, device: &str, ready: &str) -> (String, String, 
     (driver.into(), pool.into(), device.into(), ready.into())
 }
 
+/// A cluster holding claim `CLAIM` allocated this driver's `gpu0`, and
+/// the claim's UID.
+async fn cluster_with_one_gpu_claim() -> (Cluster, String) {
+    let cluster = Cluster::start().await;
+    let stored = cluster
+        .server
+        .put_claim(claim(vec![result(DRIVER, NODE, "gpu0")], Vec::new()));
+    let uid = stored.metadata.uid.unwrap();
+    (cluster, uid)
+}
+
 fn status_writes(cluster: &Cluster) -> u64 {
     cluster.server.stats().claim_status_writes
 }
@@ -233,11 +244,7 @@ async fn a_claim_gone_or_replaced_is_refused_for_writing_and_fine_for_clearing()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_the_server_would_reject_are_refused_naming_device_and_field() {
-    let cluster = Cluster::start().await;
-    let stored = cluster
-        .server
-        .put_claim(claim(vec![result(DRIVER, NODE, "gpu0")], Vec::new()));
-    let uid = stored.metadata.uid.unwrap();
+    let (cluster, uid) = cluster_with_one_gpu_claim().await;
     let mut bad_status = entry(DRIVER, NODE, "gpu0", "Yes");
     bad_status.network_data = Some(NetworkDeviceData {
         ips: Some(vec!["10.0.0.1".into()]),
@@ -338,11 +345,7 @@ async fn concurrent_writers_of_one_claim_all_get_through() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_the_server_never_answers_gives_up_in_time_naming_the_claim() {
-    let cluster = Cluster::start().await;
-    let stored = cluster
-        .server
-        .put_claim(claim(vec![result(DRIVER, NODE, "gpu0")], Vec::new()));
-    let uid = stored.metadata.uid.unwrap();
+    let (cluster, uid) = cluster_with_one_gpu_claim().await;
     let write = || {
         write_device_status(
             &cluster.client,

@@ -59,14 +59,7 @@ impl<'a> Picked<'a> {
                 (id, device, false)
             }
             Some(partition) => {
-                let device = set
-                    .get(&partition.parent)
-                    .or_else(|| {
-                        set.devices()
-                            .iter()
-                            .find(|d| d.device.device_id == partition.parent)
-                    })
-                    .ok_or_else(unknown)?;
+                let device = advertised_device(set, &partition.parent).ok_or_else(unknown)?;
                 (result.device.clone(), device, true)
             }
         };
@@ -118,6 +111,13 @@ impl<'a> Picked<'a> {
             share_id: self.result.share_id.clone(),
         }
     }
+}
+
+/// The advertised device of `set` that `id` names: its advertised ID, or
+/// its hardware device ID (as a partition names its parent).
+pub(crate) fn advertised_device<'a>(set: &'a DeviceSet, id: &str) -> Option<&'a AdvertisedDevice> {
+    set.get(id)
+        .or_else(|| set.devices().iter().find(|d| d.device.device_id == id))
 }
 
 /// What the guests see of a recorded claim at unprepare: its requests and

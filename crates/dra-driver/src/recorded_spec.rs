@@ -19,7 +19,7 @@ use std::sync::Arc;
 use wdp_resource::Resource;
 use wdp_resource::device_set::AdvertisedDevice;
 
-use crate::allocation::recorded_claim_info;
+use crate::allocation::{advertised_device, recorded_claim_info};
 use crate::checkpoint::PreparedClaim;
 use crate::claim::ClaimRef;
 use crate::claim_cdi;
@@ -80,16 +80,13 @@ pub(crate) async fn rebuild(
             .partition_of
             .as_deref()
             .unwrap_or(&recorded.device_id);
-        let device = set
-            .get(id)
-            .or_else(|| set.devices().iter().find(|d| d.device.device_id == id))
-            .ok_or_else(|| {
-                cannot(format!(
-                    "device {:?} (ID {id:?}) is no longer among the devices of {} on this node",
-                    recorded.device_name,
-                    resource.name()
-                ))
-            })?;
+        let device = advertised_device(&set, id).ok_or_else(|| {
+            cannot(format!(
+                "device {:?} (ID {id:?}) is no longer among the devices of {} on this node",
+                recorded.device_name,
+                resource.name()
+            ))
+        })?;
         if !device.healthy {
             return Err(cannot(format!(
                 "device {:?} (ID {id:?}) is unhealthy: {}",
