@@ -65,11 +65,18 @@ async fn a_flapping_device_costs_at_most_one_pass_per_interval_and_its_newest_st
     };
     let flapping_for = started.elapsed();
 
-    slices_where(&cluster.server, "the newest state", |s| {
+    let newest_pool = slices_where(&cluster.server, "the newest state", |s| {
         taint_values(s, "gpu0") == [newest.clone()]
     })
     .await;
-    let after = status.borrow().clone();
+    // The last pass's writes reach the server before the pass is counted.
+    let generation = newest_pool[0].spec.pool.generation;
+    let after = status_where(&mut status, "the newest state counted", |s| {
+        s.published
+            .as_ref()
+            .is_some_and(|p| p.generation == generation)
+    })
+    .await;
     let writes = cluster.writes() - writes_before;
     let passes = after.passes + after.failed_passes - before.passes - before.failed_passes;
     // Passes start at least INTERVAL apart: those during the flapping, and
@@ -106,7 +113,7 @@ async fn a_thousand_devices_turning_unhealthy_one_by_one_cost_a_handful_of_passe
         publisher.publish(devices.clone());
     }
     let event_took = started.elapsed();
-    slices_where(&cluster.server, "every device tainted", |s| {
+    let tainted = slices_where(&cluster.server, "every device tainted", |s| {
         s.iter()
             .flat_map(|s| s.spec.devices.iter().flatten())
             .filter(|d| d.taints.as_ref().is_some_and(|t| !t.is_empty()))
@@ -115,7 +122,14 @@ async fn a_thousand_devices_turning_unhealthy_one_by_one_cost_a_handful_of_passe
             && complete_pool_at(s, s[0].spec.pool.generation)
     })
     .await;
-    let after = status.borrow().clone();
+    // The last pass's writes reach the server before the pass is counted.
+    let generation = tainted[0].spec.pool.generation;
+    let after = status_where(&mut status, "the tainted pool counted", |s| {
+        s.published
+            .as_ref()
+            .is_some_and(|p| p.generation == generation)
+    })
+    .await;
     let passes = after.passes - before.passes;
     let writes = cluster.writes() - writes_before;
     // The leading pass, one per interval while the lists kept coming, the trailing one;
