@@ -76,15 +76,15 @@ async fn failures_warn_once_per_error_state_and_recovery_is_told() {
     publisher.publish(with_bad.clone());
     status_where(&mut status, "a published pool", |s| s.published.is_some()).await;
     with_bad.reverse();
-    publisher.publish(with_bad);
     let passes = status.borrow().passes;
+    publisher.publish(with_bad);
     status_where(&mut status, "another pass", |s| s.passes > passes).await;
     assert_eq!(captured.lines_with("WARN", "device \"gpu9\""), 1);
 
     // An outage is an error state: one WARN, then one INFO on recovery.
     cluster.server.set_refusing(true);
-    publisher.publish(gpus(2));
     let failed = status.borrow().failed_passes;
+    publisher.publish(gpus(2));
     status_where(&mut status, "four failed passes", |s| {
         s.failed_passes >= failed + 4
     })
@@ -102,8 +102,8 @@ async fn failures_warn_once_per_error_state_and_recovery_is_told() {
     tainted[0] = tainted[0].clone().with_taint(unhealthy_taint());
     publisher.publish(tainted.clone());
     status_where(&mut status, "taints seen dropped", |s| s.taints_dropped).await;
-    publisher.publish(tainted);
     let passes = status.borrow().passes;
+    publisher.publish(tainted);
     status_where(&mut status, "another pass", |s| s.passes > passes).await;
     assert_eq!(captured.lines_with("WARN", "DRADeviceTaints"), 1);
     publisher.stop().await;
@@ -132,8 +132,8 @@ async fn failures_warn_once_per_error_state_and_recovery_is_told() {
     })
     .await;
     for _ in 0..2 {
-        publisher.publish_pool(pool());
         let passes = status.borrow().passes;
+        publisher.publish_pool(pool());
         status_where(&mut status, "another pass", |s| s.passes > passes).await;
     }
     let partitions = "the API server dropped sharedCounters/consumesCounters: the DRAPartitionableDevices feature gate is off; publishing whole devices only";

@@ -196,8 +196,8 @@ async fn a_server_dropping_counters_gets_whole_devices_only() {
 
         // Settled: the same pool again writes nothing.
         let writes = cluster.writes();
-        publisher.publish_pool(pool(2));
         let passes = status.borrow().passes;
+        publisher.publish_pool(pool(2));
         status_where(&mut status, "another pass", |s| s.passes > passes).await;
         assert_eq!(cluster.writes(), writes, "1.{minor}");
         publisher.stop().await;
@@ -229,8 +229,8 @@ async fn a_server_dropping_sharing_gets_devices_without_it() {
     assert_eq!(bandwidth.request_policy, None);
 
     let writes = cluster.writes();
-    publisher.publish_pool(pool(1));
     let passes = status.borrow().passes;
+    publisher.publish_pool(pool(1));
     status_where(&mut status, "another pass", |s| s.passes > passes).await;
     assert_eq!(cluster.writes(), writes);
     publisher.stop().await;
