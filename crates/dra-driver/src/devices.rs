@@ -12,12 +12,13 @@
 //!   (`true`/`false` → bool, a decimal `i64` → int, a semantic version →
 //!   version, anything else a string of at most [`MAX_ATTRIBUTE_VALUE`]
 //!   characters; longer values are dropped and reported);
-//! - [`NUMA_NODE_ATTRIBUTE`] as an int when the device has exactly one NUMA
-//!   node.
+//! - the Kubernetes standard attributes of `standard_attributes` (NUMA
+//!   node, PCIe root, PCI bus ID) the device's NUMA nodes and PCI facts
+//!   give.
 //!
 //! At most [`MAX_ATTRIBUTES`] attributes fit a device (the API server's
-//! limit); the NUMA node comes first, then the device's attributes in their
-//! order, the rest reported as dropped. When two keys map to the same
+//! limit); the standard ones come first, then the device's attributes in
+//! their order, the rest reported as dropped. When two keys map to the same
 //! identifier the first wins and the second is reported.
 //!
 //! Health becomes a taint: an unhealthy device carries key
@@ -52,8 +53,8 @@ use wdp_policy::types as wit;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
 use wdp_resource::dra_layout::DraExtras;
 
-/// The attribute holding the device's NUMA node (when it has exactly one).
-pub const NUMA_NODE_ATTRIBUTE: &str = "resource.kubernetes.io/numaNode";
+use crate::standard_attributes::standard_attributes;
+
 /// The name part of the health taint key: `<driver>/unhealthy`.
 pub const UNHEALTHY_TAINT_NAME: &str = "unhealthy";
 /// The longest attribute identifier (the part after `<driver>/`).
@@ -329,8 +330,8 @@ pub fn device_attributes(
         });
     };
     let mut attributes = BTreeMap::new();
-    if let [numa] = device.device.numa_nodes.as_slice() {
-        attributes.insert(NUMA_NODE_ATTRIBUTE.to_owned(), AttributeValue::Int(*numa));
+    for (name, value) in standard_attributes(&device.device) {
+        attributes.insert(name.to_owned(), value);
     }
     // Which original key each identifier came from, to name collisions.
     let mut origin: BTreeMap<String, &str> = BTreeMap::new();

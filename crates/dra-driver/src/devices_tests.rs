@@ -6,6 +6,7 @@ use wdp_dra_client::{AttributeValue, TaintEffect, naming};
 use wdp_policy::types::{Device, Verdict};
 
 use super::*;
+use crate::standard_attributes::NUMA_NODE;
 
 const DRIVER: &str = "gpu.example.com";
 
@@ -88,7 +89,7 @@ fn attributes_are_typed_and_qualified_by_the_driver() {
     let expect = |key: &str, value: AttributeValue| {
         assert_eq!(attributes.get(key), Some(&value), "{key} in {attributes:?}");
     };
-    expect(NUMA_NODE_ATTRIBUTE, AttributeValue::Int(1));
+    expect(NUMA_NODE, AttributeValue::Int(1));
     expect(
         "gpu.example.com/pci_vendor",
         AttributeValue::String("0x10de".into()),
@@ -133,7 +134,7 @@ fn numa_node_only_when_exactly_one() {
     assert!(
         list.devices
             .iter()
-            .all(|d| !d.attributes.contains_key(NUMA_NODE_ATTRIBUTE))
+            .all(|d| !d.attributes.contains_key(NUMA_NODE))
     );
 }
 
@@ -193,7 +194,7 @@ fn at_most_32_attributes_numa_first() {
     let list = dra_devices(DRIVER, &set);
     let attributes = &list.devices[0].attributes;
     assert_eq!(attributes.len(), MAX_ATTRIBUTES);
-    assert!(attributes.contains_key(NUMA_NODE_ATTRIBUTE));
+    assert!(attributes.contains_key(NUMA_NODE));
     assert!(attributes.contains_key("gpu.example.com/k30"));
     assert!(!attributes.contains_key("gpu.example.com/k31"));
     assert_eq!(list.problems.len(), 9);

@@ -4,7 +4,8 @@
 //! [`wdp_resource::Resource`] swap point.
 //!
 //! Map, one job per module: `devices` turns a device set into the DRA
-//! devices (names, attributes, health taints) a ResourceSlice carries;
+//! devices (names, attributes, health taints) a ResourceSlice carries,
+//! `standard_attributes` the `resource.kubernetes.io/` attributes among them;
 //! `publish` keeps the driver's slices following the device set
 //! ([`SliceSync`]); `health` serves the kubelet's `DRAResourceHealth`
 //! stream ([`HealthService`]); `checkpoint` is the on-disk record of
@@ -49,6 +50,7 @@ mod recorded_spec;
 mod report;
 mod service;
 mod shared_checkpoint;
+mod standard_attributes;
 
 pub use driver::{DraDriver, Draining, DriverPaths};
 pub use error::DraError;

@@ -45,6 +45,26 @@ async fn claims_are_prepared_into_cdi_specs_idempotently_and_unprepared_after_a_
         .collect();
     assert!(names.contains(&name_of(GPU_A)), "{names:?}");
     assert_eq!(slices[0].spec.pool.name, NODE);
+    // The standard attributes line a GPU up with other drivers' devices:
+    // its root complex (four bridges up in sysfs) and its address.
+    let standard = |id: &str, name: &str| {
+        let device = slices
+            .iter()
+            .flat_map(|s| s.spec.devices.iter().flatten())
+            .find(|d| d.name == name_of(id))
+            .unwrap_or_else(|| panic!("{id} not published"));
+        let attributes = device.attributes.as_ref().expect("attributes");
+        let value = attributes
+            .get(&format!("resource.kubernetes.io/{name}"))
+            .unwrap_or_else(|| panic!("{id} has no {name}: {attributes:?}"));
+        value.string.clone()
+    };
+    assert_eq!(standard(GPU_A, "pcieRoot").as_deref(), Some("pci0000:00"));
+    assert_eq!(standard(GPU_A, "pciBusID").as_deref(), Some(GPU_A));
+    assert_eq!(
+        standard("0000:87:00.0", "pcieRoot").as_deref(),
+        Some("pci0000:80")
+    );
     tokio::time::timeout(WAIT, async {
         while !host.ready().await {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
