@@ -282,7 +282,10 @@ async fn report_status(
 ) {
     let mut last_error: Option<String> = None;
     let mut taints_dropped = false;
-    let mut counted_failures = status.borrow().failed_passes;
+    let (mut counted_failures, mut counted_writes) = {
+        let first = status.borrow();
+        (first.failed_passes, first.writes)
+    };
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -301,6 +304,10 @@ async fn report_status(
             metrics.dra_publish_error(&driver);
         }
         counted_failures = counted_failures.max(current.failed_passes);
+        if current.writes > counted_writes {
+            metrics.dra_slice_writes(&driver, current.writes - counted_writes);
+            counted_writes = current.writes;
+        }
         match (&current.error, &last_error) {
             (Some(error), _) => {
                 if last_error.as_ref() != Some(error) {

@@ -230,6 +230,21 @@ async fn slices_follow_the_device_set() {
         text.contains("wasm_device_plugin_dra_published_generation{driver=\"gpu.example.com\"}"),
         "{text}"
     );
+    // and count every slice write the API server saw.
+    let stats = server.stats();
+    let written = stats.slice_creates + stats.slice_updates + stats.slice_deletes;
+    let line =
+        format!("wasm_device_plugin_dra_slice_writes_total{{driver=\"{DRIVER}\"}} {written}\n");
+    tokio::time::timeout(PATIENCE, async {
+        // The last pass's writes reach the server before its status does,
+        // and the metric follows that status a moment later; nothing
+        // signals that moment.
+        while !metrics.encode().contains(&line) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {line:?} in {}", metrics.encode()));
 
     // Clean stop leaves the slices in place.
     sync.stop().await;

@@ -180,6 +180,8 @@ pub struct Metrics {
     pub dra_claim_duration: Family<DraClaimLabels, Histogram>,
     /// `wasm_device_plugin_dra_slice_publish_errors_total`.
     pub dra_publish_errors: Family<DriverLabel, Counter>,
+    /// `wasm_device_plugin_dra_slice_writes_total`.
+    pub dra_slice_writes: Family<DriverLabel, Counter>,
     /// `wasm_device_plugin_dra_published_generation`.
     pub dra_published_generation: Family<DriverLabel, Gauge>,
     /// `wasm_device_plugin_dra_published_slices`.
@@ -290,6 +292,7 @@ impl Metrics {
             dra_claims: dra.claims,
             dra_claim_duration: dra.claim_duration,
             dra_publish_errors: dra.publish_errors,
+            dra_slice_writes: dra.slice_writes,
             dra_published_generation: dra.published_generation,
             dra_published_slices: dra.published_slices,
             dra_driver_info: dra.driver_info,
@@ -435,6 +438,16 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts `writes` ResourceSlice writes (creates, replaces, deletes)
+    /// `driver`'s publisher made.
+    pub fn dra_slice_writes(&self, driver: &str, writes: u64) {
+        self.dra_slice_writes
+            .get_or_create(&DriverLabel {
+                driver: driver.to_owned(),
+            })
+            .inc_by(writes);
+    }
+
     /// Records the pool generation and slice count `driver` last published.
     pub fn set_dra_published(&self, driver: &str, generation: i64, slices: usize) {
         let label = DriverLabel {
@@ -478,6 +491,7 @@ struct DraMetrics {
     claims: Family<DraClaimResultLabels, Counter>,
     claim_duration: Family<DraClaimLabels, Histogram>,
     publish_errors: Family<DriverLabel, Counter>,
+    slice_writes: Family<DriverLabel, Counter>,
     published_generation: Family<DriverLabel, Gauge>,
     published_slices: Family<DriverLabel, Gauge>,
     driver_info: Family<ResourceDriverLabels, Gauge>,
@@ -505,6 +519,12 @@ impl DraMetrics {
             "ResourceSlice publish passes that failed (API server unreachable, slice rejected, conflict)",
             publish_errors.clone(),
         );
+        let slice_writes = Family::<DriverLabel, Counter>::default();
+        registry.register(
+            "dra_slice_writes",
+            "ResourceSlice writes (creates, replaces, deletes) the driver's publisher made; a pass writes only the slices that changed, at most one pass per publish-interval-ms",
+            slice_writes.clone(),
+        );
         let published_generation = Family::<DriverLabel, Gauge>::default();
         registry.register(
             "dra_published_generation",
@@ -527,6 +547,7 @@ impl DraMetrics {
             claims,
             claim_duration,
             publish_errors,
+            slice_writes,
             published_generation,
             published_slices,
             driver_info,
