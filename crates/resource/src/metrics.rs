@@ -143,6 +143,11 @@ impl DraOperation {
     }
 }
 
+/// The `result` label of a claim: `success` or `failure`.
+fn claim_result(ok: bool) -> &'static str {
+    if ok { "success" } else { "failure" }
+}
+
 /// A callback counting one registration of a resource: `(resource, ok)`.
 pub type RegistrationObserver = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
@@ -424,7 +429,7 @@ impl Metrics {
             .get_or_create(&DraClaimResultLabels {
                 driver: driver.to_owned(),
                 operation: operation.as_str().to_owned(),
-                result: if ok { "success" } else { "failure" }.to_owned(),
+                result: claim_result(ok).to_owned(),
             })
             .inc();
     }
@@ -461,7 +466,9 @@ impl Metrics {
             .set(i64::try_from(slices).unwrap_or(i64::MAX));
     }
 
-    /// Records that `resource` is served as DRA driver `driver`.
+    /// Records that `resource` is served as DRA driver `driver`, and shows
+    /// the driver's counters at zero: an alert's `increase()` sees the
+    /// first failure only on a series that existed before it.
     pub fn set_dra_driver(&self, resource: &str, driver: &str) {
         self.dra_driver_info
             .get_or_create(&ResourceDriverLabels {
@@ -469,6 +476,20 @@ impl Metrics {
                 driver: driver.to_owned(),
             })
             .set(1);
+        let label = DriverLabel {
+            driver: driver.to_owned(),
+        };
+        let _ = self.dra_publish_errors.get_or_create(&label);
+        let _ = self.dra_slice_writes.get_or_create(&label);
+        for operation in [DraOperation::Prepare, DraOperation::Unprepare] {
+            for ok in [true, false] {
+                let _ = self.dra_claims.get_or_create(&DraClaimResultLabels {
+                    driver: driver.to_owned(),
+                    operation: operation.as_str().to_owned(),
+                    result: claim_result(ok).to_owned(),
+                });
+            }
+        }
     }
 
     /// Drops the per-driver gauges of DRA resource `resource`, served as
@@ -558,6 +579,21 @@ impl DraMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_started_driver_shows_its_counters_at_zero() {
+        let metrics = Metrics::new();
+        metrics.set_dra_driver("example.com/gpu", "gpu.example.com");
+        let text = metrics.encode();
+        for line in [
+            r#"wasm_device_plugin_dra_slice_publish_errors_total{driver="gpu.example.com"} 0"#,
+            r#"wasm_device_plugin_dra_slice_writes_total{driver="gpu.example.com"} 0"#,
+            r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="failure"} 0"#,
+            r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="unprepare",result="success"} 0"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
 
     #[test]
     fn dra_records_show_up_in_the_exposition() {
