@@ -467,8 +467,9 @@ impl Metrics {
     }
 
     /// Records that `resource` is served as DRA driver `driver`, and shows
-    /// the driver's counters at zero: an alert's `increase()` sees the
-    /// first failure only on a series that existed before it.
+    /// the driver's counters and claim histograms at zero: an alert's
+    /// `increase()` sees the first failure only on a series that existed
+    /// before it.
     pub fn set_dra_driver(&self, resource: &str, driver: &str) {
         self.dra_driver_info
             .get_or_create(&ResourceDriverLabels {
@@ -482,6 +483,10 @@ impl Metrics {
         let _ = self.dra_publish_errors.get_or_create(&label);
         let _ = self.dra_slice_writes.get_or_create(&label);
         for operation in [DraOperation::Prepare, DraOperation::Unprepare] {
+            let _ = self.dra_claim_duration.get_or_create(&DraClaimLabels {
+                driver: driver.to_owned(),
+                operation: operation.as_str().to_owned(),
+            });
             for ok in [true, false] {
                 let _ = self.dra_claims.get_or_create(&DraClaimResultLabels {
                     driver: driver.to_owned(),
@@ -590,6 +595,7 @@ mod tests {
             r#"wasm_device_plugin_dra_slice_writes_total{driver="gpu.example.com"} 0"#,
             r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="failure"} 0"#,
             r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="unprepare",result="success"} 0"#,
+            r#"wasm_device_plugin_dra_claim_duration_seconds_count{driver="gpu.example.com",operation="prepare"} 0"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
