@@ -126,6 +126,27 @@ async fn wait_status(
         .unwrap();
 }
 
+/// Waits until `series` is in the exposition with a value `accept`s. The
+/// metrics follow the publisher's status a moment after it changes;
+/// nothing signals that moment, so this looks every 10 ms.
+async fn wait_metric(metrics: &Metrics, series: &str, accept: impl Fn(f64) -> bool) {
+    let value = || {
+        metrics.encode().lines().find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    tokio::time::timeout(PATIENCE, async {
+        while !value().is_some_and(&accept) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{series} is {:?} in {}", value(), metrics.encode()));
+}
+
 #[tokio::test]
 async fn slices_follow_the_device_set() {
     let Setup {
@@ -233,18 +254,13 @@ async fn slices_follow_the_device_set() {
     // and count every slice write the API server saw.
     let stats = server.stats();
     let written = stats.slice_creates + stats.slice_updates + stats.slice_deletes;
-    let line =
-        format!("wasm_device_plugin_dra_slice_writes_total{{driver=\"{DRIVER}\"}} {written}\n");
-    tokio::time::timeout(PATIENCE, async {
-        // The last pass's writes reach the server before its status does,
-        // and the metric follows that status a moment later; nothing
-        // signals that moment.
-        while !metrics.encode().contains(&line) {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no {line:?} in {}", metrics.encode()));
+    // The last pass's writes reach the server before its status does.
+    wait_metric(
+        &metrics,
+        &format!("wasm_device_plugin_dra_slice_writes_total{{driver=\"{DRIVER}\"}}"),
+        |value| value == written as f64,
+    )
+    .await;
 
     // Clean stop leaves the slices in place.
     sync.stop().await;
@@ -269,13 +285,12 @@ async fn a_refusing_api_server_shows_in_status_and_metrics_then_withdraw_deletes
     assert!(!sync.is_published());
     let error = sync.status().borrow().error.clone().unwrap();
     assert!(error.contains(DRIVER), "{error}");
-    let text = metrics.encode();
-    assert!(
-        text.contains(
-            "wasm_device_plugin_dra_slice_publish_errors_total{driver=\"gpu.example.com\"}"
-        ),
-        "{text}"
-    );
+    wait_metric(
+        &metrics,
+        "wasm_device_plugin_dra_slice_publish_errors_total{driver=\"gpu.example.com\"}",
+        |failures| failures >= 1.0,
+    )
+    .await;
 
     server.set_refusing(false);
     wait(&server, "published once the server answers again", |s| {
