@@ -11,7 +11,8 @@
 //!   domain (`<driver>/<id>`); the value typed by [`attribute_value`]
 //!   (`true`/`false` → bool, a decimal `i64` → int, a semantic version →
 //!   version, anything else a string of at most [`MAX_ATTRIBUTE_VALUE`]
-//!   characters; longer values are dropped and reported);
+//!   characters; longer values are dropped and reported, except a
+//!   `pci.path` whose root complex is published as `pcieRoot`);
 //! - the Kubernetes standard attributes of `standard_attributes` (NUMA
 //!   node, PCIe root, PCI bus ID) the device's NUMA nodes and PCI facts
 //!   give.
@@ -53,7 +54,7 @@ use wdp_policy::types as wit;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
 use wdp_resource::dra_layout::DraExtras;
 
-use crate::standard_attributes::standard_attributes;
+use crate::standard_attributes::{PCI_PATH_FACT, PCIE_ROOT, standard_attributes};
 
 /// The name part of the health taint key: `<driver>/unhealthy`.
 pub const UNHEALTHY_TAINT_NAME: &str = "unhealthy";
@@ -349,6 +350,9 @@ pub fn device_attributes(
         }
         let value = match attribute_value(value) {
             Ok(value) => value,
+            // Behind PCIe switches the path outgrows a string attribute;
+            // what a claim can use of it is published as the root.
+            Err(_) if key == PCI_PATH_FACT && attributes.contains_key(PCIE_ROOT) => continue,
             Err(reason) => {
                 drop(key, reason);
                 continue;

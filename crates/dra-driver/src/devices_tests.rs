@@ -253,3 +253,28 @@ fn taint_values_are_label_safe() {
         );
     }
 }
+
+#[test]
+fn a_path_too_long_to_publish_is_left_out_quietly_when_its_root_is_published() {
+    let deep = "/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0";
+    let set = set(
+        &[
+            device("0000:18:00.0", &[], &[("pci.path", deep)], 0),
+            // No root complex in it: the long path is reported as before.
+            device("odd", &[], &[("pci.path", &"/x".repeat(40))], 0),
+        ],
+        &[],
+    );
+    let list = dra_devices(DRIVER, &set);
+    let gpu = &list.devices[0].attributes;
+    assert_eq!(
+        gpu.get("resource.kubernetes.io/pcieRoot"),
+        Some(&AttributeValue::String("pci0000:15".into()))
+    );
+    assert!(!gpu.contains_key("gpu.example.com/pci_path"));
+    assert!(
+        matches!(&list.problems[..], [DeviceProblem::AttributeDropped { id, key, .. }] if id == "odd" && key == "pci.path"),
+        "{:?}",
+        list.problems
+    );
+}

@@ -4,10 +4,13 @@
 //! would drop and the slice fields it would refuse, computed with the same
 //! code that publishes.
 
-use wdp_dra_client::{CounterSet, DraDevice, PoolContent, PoolTarget, ServerVersion};
+use wdp_dra_client::{
+    AttributeValue, CounterSet, DraDevice, PoolContent, PoolTarget, ServerVersion,
+};
 use wdp_resource::Resource;
 
 use crate::error::DraError;
+use crate::standard_attributes::STANDARD_PREFIX;
 
 /// What `check` prints of a DRA resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,6 +19,10 @@ pub struct DraReport {
     pub driver: String,
     /// Each published device: (device ID, DRA device name).
     pub names: Vec<(String, String)>,
+    /// The Kubernetes standard attributes of each published device, by
+    /// device ID, as `name=value` (`pcieRoot=pci0000:15`); devices with
+    /// none are left out.
+    pub standard_attributes: Vec<(String, Vec<String>)>,
     /// The layout as published, one line per counter set, partition and
     /// device with counters or capacity (e.g. `counter set gpu-0: memory=80Gi slices=7`).
     pub layout: Vec<String>,
@@ -39,12 +46,20 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
             problem: unnamed.to_string(),
         });
     }
-    let names = set
+    let names: Vec<(String, String)> = set
         .devices()
         .iter()
         .filter_map(|d| {
             let name = wdp_dra_client::naming::device_name(d.id()).ok()?;
             Some((d.id().to_owned(), name))
+        })
+        .collect();
+    let standard_attributes = names
+        .iter()
+        .filter_map(|(id, name)| {
+            let device = list.devices.iter().find(|d| &d.name == name)?;
+            let standard = standard_attribute_texts(device);
+            (!standard.is_empty()).then(|| (id.clone(), standard))
         })
         .collect();
     let layout = layout_lines(&list.devices, &list.counter_sets);
@@ -67,9 +82,27 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
     Ok(DraReport {
         driver: driver.to_owned(),
         names,
+        standard_attributes,
         layout,
         problems,
     })
+}
+
+/// The `resource.kubernetes.io/` attributes of `device` as `name=value`.
+fn standard_attribute_texts(device: &DraDevice) -> Vec<String> {
+    device
+        .attributes
+        .iter()
+        .filter_map(|(key, value)| {
+            let name = key.strip_prefix(STANDARD_PREFIX)?;
+            let value = match value {
+                AttributeValue::Int(number) => number.to_string(),
+                AttributeValue::Bool(flag) => flag.to_string(),
+                AttributeValue::String(text) | AttributeValue::Version(text) => text.clone(),
+            };
+            Some(format!("{name}={value}"))
+        })
+        .collect()
 }
 
 /// How the pool is cut into slices on a 1.34 server and on later ones,

@@ -19,6 +19,8 @@
 use wdp_dra_client::AttributeValue;
 use wdp_policy::types as wit;
 
+/// The domain of the standard attributes.
+pub const STANDARD_PREFIX: &str = "resource.kubernetes.io/";
 /// The NUMA node a device is local to.
 pub const NUMA_NODE: &str = "resource.kubernetes.io/numaNode";
 /// The PCIe root complex a PCI device sits under, `pci<domain>:<bus>`.
@@ -29,7 +31,7 @@ pub const PCI_BUS_ID: &str = "resource.kubernetes.io/pciBusID";
 /// The fact holding a PCI function's address.
 const PCI_ADDRESS_FACT: &str = "pci.address";
 /// The fact holding a PCI function's directory under `/sys/devices`.
-const PCI_PATH_FACT: &str = "pci.path";
+pub const PCI_PATH_FACT: &str = "pci.path";
 
 /// The standard attributes of `device` (see the module docs), NUMA node
 /// first.

@@ -359,7 +359,13 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
                 dra.driver, dra.driver, dra.driver
             );
             for (id, name) in &dra.names {
-                println!("    device {id} -> DRA name {name}");
+                let standard = dra
+                    .standard_attributes
+                    .iter()
+                    .find(|(with, _)| with == id)
+                    .map(|(_, attributes)| format!(" ({})", attributes.join(", ")))
+                    .unwrap_or_default();
+                println!("    device {id} -> DRA name {name}{standard}");
             }
             for line in &dra.layout {
                 println!("    {line}");
