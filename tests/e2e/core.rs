@@ -72,7 +72,7 @@ async fn list_and_watch_follows_hardware_for_every_watcher() {
     let world = World::new();
     two_resources(&world);
     let kubelet = world.kubelet().await;
-    let _plugin = world.spawn();
+    let plugin = world.spawn();
     kubelet.wait_registered(TUN, 1, WAIT).await.unwrap();
 
     // Two more watchers beside the kubelet's own stream.
@@ -101,6 +101,16 @@ async fn list_and_watch_follows_hardware_for_every_watcher() {
         .await
         .unwrap();
     assert_eq!(devices.len(), 2);
+    // The log names the device and why, at the default level.
+    let log = plugin.wait_for_log("device net-tun is unhealthy: ").await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("device net-tun is unhealthy"))
+        .unwrap();
+    assert!(
+        line.contains("WARN") && line.contains("hardware gone"),
+        "{line}"
+    );
     // It comes back: Healthy again.
     world.add_node("/dev/net/tun");
     kubelet
@@ -109,6 +119,7 @@ async fn list_and_watch_follows_hardware_for_every_watcher() {
         })
         .await
         .unwrap();
+    plugin.wait_for_log("device net-tun is healthy again").await;
 
     // The extra watchers saw the same final state.
     for stream in &mut streams {

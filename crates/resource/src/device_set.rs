@@ -443,6 +443,52 @@ impl DeviceSet {
     }
 }
 
+/// How one device's health differs from the set before, as the log tells
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HealthChange<'a> {
+    /// Unhealthy now, and healthy before, unhealthy for another reason,
+    /// or not there.
+    Unhealthy {
+        /// The kubelet ID.
+        id: &'a str,
+        /// Why (free text; may be empty).
+        reason: &'a str,
+    },
+    /// Healthy again after being unhealthy.
+    Recovered {
+        /// The kubelet ID.
+        id: &'a str,
+    },
+}
+
+/// The health changes from `before` to `after`, in ID order: every device
+/// of `after` that is unhealthy and was not so for the same reason, and
+/// every device healthy again. Devices that came healthy or left are not
+/// health changes.
+pub fn health_changes<'a>(before: &DeviceSet, after: &'a DeviceSet) -> Vec<HealthChange<'a>> {
+    after
+        .devices()
+        .iter()
+        .filter_map(|device| {
+            let earlier = before.get(device.id());
+            match (earlier, device.healthy) {
+                (Some(earlier), false) if !earlier.healthy && earlier.reason == device.reason => {
+                    None
+                }
+                (_, false) => Some(HealthChange::Unhealthy {
+                    id: device.id(),
+                    reason: &device.reason,
+                }),
+                (Some(earlier), true) if !earlier.healthy => {
+                    Some(HealthChange::Recovered { id: device.id() })
+                }
+                (_, true) => None,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 #[path = "device_set_tests.rs"]
 mod tests;

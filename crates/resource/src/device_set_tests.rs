@@ -195,3 +195,50 @@ fn resolve_names_the_bad_id() {
     assert!(err.contains("too hot"), "{err}");
     assert!(set.resolve(&["a".into(), "a".into()], false).is_err());
 }
+
+#[test]
+fn health_changes_name_devices_turning_unhealthy_and_back() {
+    let devices: Vec<Device> = ["a", "b", "c"]
+        .into_iter()
+        .map(|id| Device {
+            id: id.into(),
+            ..Device::default()
+        })
+        .collect();
+    let empty = DeviceSet::build(&[], &BTreeMap::new(), &BTreeMap::new());
+    let healthy = DeviceSet::build(&devices, &BTreeMap::new(), &BTreeMap::new());
+    let b_hot = DeviceSet::build(&devices, &unhealthy("b", "hot"), &BTreeMap::new());
+    let b_gone = DeviceSet::build(&devices, &unhealthy("b", "gone"), &BTreeMap::new());
+
+    // At start, only what is unhealthy is news.
+    assert_eq!(health_changes(&empty, &healthy), []);
+    assert_eq!(
+        health_changes(&empty, &b_hot),
+        [HealthChange::Unhealthy {
+            id: "b",
+            reason: "hot"
+        }]
+    );
+    assert_eq!(
+        health_changes(&healthy, &b_hot),
+        [HealthChange::Unhealthy {
+            id: "b",
+            reason: "hot"
+        }]
+    );
+    // The same reason again is no change; another reason is.
+    assert_eq!(health_changes(&b_hot, &b_hot), []);
+    assert_eq!(
+        health_changes(&b_hot, &b_gone),
+        [HealthChange::Unhealthy {
+            id: "b",
+            reason: "gone"
+        }]
+    );
+    assert_eq!(
+        health_changes(&b_gone, &healthy),
+        [HealthChange::Recovered { id: "b" }]
+    );
+    // A device that left is not a health change.
+    assert_eq!(health_changes(&b_gone, &empty), []);
+}

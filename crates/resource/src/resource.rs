@@ -17,7 +17,7 @@ use wdp_hardware::{Candidate, ChangeWatcher, HostRoot};
 
 use crate::cdi;
 use crate::config::CdiMode;
-use crate::device_set::{DeviceSet, SharedDeviceSet};
+use crate::device_set::{DeviceSet, HealthChange, SharedDeviceSet, health_changes};
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
 use crate::metrics::Metrics;
@@ -218,11 +218,12 @@ impl Resource {
         let set = refreshed.set;
         let healthy = set.healthy_count();
         let unhealthy = set.len() - healthy;
+        let mut previous = None;
         let changed = self.devices.send_if_modified(|current| {
             if Arc::ptr_eq(current, &set) || **current == *set {
                 false
             } else {
-                *current = set;
+                previous = Some(std::mem::replace(current, set.clone()));
                 true
             }
         });
@@ -233,8 +234,9 @@ impl Resource {
             // megabytes for a large resource, which the allocator would keep.
             wdp_policy::release_free_memory();
         }
-        if changed {
+        if let Some(previous) = previous {
             tracing::info!(resource = %self.name, healthy, unhealthy, "device list changed");
+            log_health_changes(&self.name, &previous, &set);
         }
         changed
     }
@@ -310,6 +312,38 @@ pub const POLL_COST_FACTOR: u32 = 100;
 /// times the last refresh's duration when that is longer.
 fn poll_wait(interval: Duration, last_cost: Duration) -> Duration {
     interval.max(last_cost.saturating_mul(POLL_COST_FACTOR))
+}
+
+/// The most health changes one refresh logs device by device; the rest
+/// are counted in one line (a node-wide event can turn thousands at once).
+const HEALTH_CHANGES_LOGGED: usize = 10;
+
+/// Logs which devices of `resource` turned unhealthy (WARN, with the
+/// reason) or healthy again (INFO) from `before` to `after`.
+fn log_health_changes(resource: &str, before: &DeviceSet, after: &DeviceSet) {
+    let changes = health_changes(before, after);
+    for change in changes.iter().take(HEALTH_CHANGES_LOGGED) {
+        match change {
+            HealthChange::Unhealthy { id, reason } => {
+                let reason = if reason.is_empty() {
+                    "no reason given"
+                } else {
+                    reason
+                };
+                tracing::warn!(resource, device = id, "device {id} is unhealthy: {reason}");
+            }
+            HealthChange::Recovered { id } => {
+                tracing::info!(resource, device = id, "device {id} is healthy again");
+            }
+        }
+    }
+    if changes.len() > HEALTH_CHANGES_LOGGED {
+        let more = changes.len() - HEALTH_CHANGES_LOGGED;
+        tracing::warn!(
+            resource,
+            "{more} more devices changed health (`wasm-device-plugin check` lists every device with its reason)"
+        );
+    }
 }
 
 #[cfg(test)]
