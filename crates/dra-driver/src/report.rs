@@ -4,6 +4,8 @@
 //! would drop and the slice fields it would refuse, computed with the same
 //! code that publishes.
 
+use std::collections::HashMap;
+
 use wdp_dra_client::{
     AttributeValue, CounterSet, DraDevice, PoolContent, PoolTarget, ServerVersion,
 };
@@ -54,11 +56,12 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
             Some((d.id().to_owned(), name))
         })
         .collect();
+    let by_name: HashMap<&str, &DraDevice> =
+        list.devices.iter().map(|d| (d.name.as_str(), d)).collect();
     let standard_attributes = names
         .iter()
         .filter_map(|(id, name)| {
-            let device = list.devices.iter().find(|d| &d.name == name)?;
-            let standard = standard_attribute_texts(device);
+            let standard = standard_attribute_texts(by_name.get(name.as_str())?);
             (!standard.is_empty()).then(|| (id.clone(), standard))
         })
         .collect();

@@ -358,13 +358,13 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
                 "  DRA driver {} (registration {}-reg.sock, endpoint <plugins-dir>/{}/dra.sock; CDI spec per claim)",
                 dra.driver, dra.driver, dra.driver
             );
+            let standard: std::collections::HashMap<&str, String> = dra
+                .standard_attributes
+                .iter()
+                .map(|(id, attributes)| (id.as_str(), format!(" ({})", attributes.join(", "))))
+                .collect();
             for (id, name) in &dra.names {
-                let standard = dra
-                    .standard_attributes
-                    .iter()
-                    .find(|(with, _)| with == id)
-                    .map(|(_, attributes)| format!(" ({})", attributes.join(", ")))
-                    .unwrap_or_default();
+                let standard = standard.get(id.as_str()).map_or("", String::as_str);
                 println!("    device {id} -> DRA name {name}{standard}");
             }
             for line in &dra.layout {
