@@ -8,7 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use wdp_dra_client::{DeviceTaint, DraDevice, TaintEffect};
+use tokio::sync::watch;
+use wdp_dra_client::{DeviceTaint, DraDevice, PublishStatus, TaintEffect};
 use wdp_fake_apiserver::{ResourceSlice, Throttle, ThrottleBody};
 
 /// The taint values of `device` on the server.
@@ -20,6 +21,22 @@ fn taint_values(slices: &[ResourceSlice], device: &str) -> Vec<String> {
         .flat_map(|d| d.taints.iter().flatten())
         .filter_map(|t| t.value.clone())
         .collect()
+}
+
+/// The publisher's status once it counts the pass that wrote `pool` (the
+/// slices seen on the server): a pass's writes reach the server before the
+/// pass is counted.
+async fn status_counting(
+    status: &mut watch::Receiver<PublishStatus>,
+    pool: &[ResourceSlice],
+) -> PublishStatus {
+    let generation = pool[0].spec.pool.generation;
+    status_where(status, "the pass that wrote the pool counted", |s| {
+        s.published
+            .as_ref()
+            .is_some_and(|p| p.generation == generation)
+    })
+    .await
 }
 
 /// `gpus(2)` with gpu0 tainted `value`, or healthy when `None`.
@@ -69,14 +86,7 @@ async fn a_flapping_device_costs_at_most_one_pass_per_interval_and_its_newest_st
         taint_values(s, "gpu0") == [newest.clone()]
     })
     .await;
-    // The last pass's writes reach the server before the pass is counted.
-    let generation = newest_pool[0].spec.pool.generation;
-    let after = status_where(&mut status, "the newest state counted", |s| {
-        s.published
-            .as_ref()
-            .is_some_and(|p| p.generation == generation)
-    })
-    .await;
+    let after = status_counting(&mut status, &newest_pool).await;
     let writes = cluster.writes() - writes_before;
     let passes = after.passes + after.failed_passes - before.passes - before.failed_passes;
     // Passes start at least INTERVAL apart: those during the flapping, and
@@ -122,14 +132,7 @@ async fn a_thousand_devices_turning_unhealthy_one_by_one_cost_a_handful_of_passe
             && complete_pool_at(s, s[0].spec.pool.generation)
     })
     .await;
-    // The last pass's writes reach the server before the pass is counted.
-    let generation = tainted[0].spec.pool.generation;
-    let after = status_where(&mut status, "the tainted pool counted", |s| {
-        s.published
-            .as_ref()
-            .is_some_and(|p| p.generation == generation)
-    })
-    .await;
+    let after = status_counting(&mut status, &tainted).await;
     let passes = after.passes - before.passes;
     let writes = cluster.writes() - writes_before;
     // The leading pass, one per interval while the lists kept coming, the trailing one;

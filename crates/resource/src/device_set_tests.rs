@@ -210,31 +210,15 @@ fn health_changes_name_devices_turning_unhealthy_and_back() {
     let b_hot = DeviceSet::build(&devices, &unhealthy("b", "hot"), &BTreeMap::new());
     let b_gone = DeviceSet::build(&devices, &unhealthy("b", "gone"), &BTreeMap::new());
 
+    let b_unhealthy = |reason| HealthChange::Unhealthy { id: "b", reason };
+
     // At start, only what is unhealthy is news.
     assert_eq!(health_changes(&empty, &healthy), []);
-    assert_eq!(
-        health_changes(&empty, &b_hot),
-        [HealthChange::Unhealthy {
-            id: "b",
-            reason: "hot"
-        }]
-    );
-    assert_eq!(
-        health_changes(&healthy, &b_hot),
-        [HealthChange::Unhealthy {
-            id: "b",
-            reason: "hot"
-        }]
-    );
+    assert_eq!(health_changes(&empty, &b_hot), [b_unhealthy("hot")]);
+    assert_eq!(health_changes(&healthy, &b_hot), [b_unhealthy("hot")]);
     // The same reason again is no change; another reason is.
     assert_eq!(health_changes(&b_hot, &b_hot), []);
-    assert_eq!(
-        health_changes(&b_hot, &b_gone),
-        [HealthChange::Unhealthy {
-            id: "b",
-            reason: "gone"
-        }]
-    );
+    assert_eq!(health_changes(&b_hot, &b_gone), [b_unhealthy("gone")]);
     assert_eq!(
         health_changes(&b_gone, &healthy),
         [HealthChange::Recovered { id: "b" }]
