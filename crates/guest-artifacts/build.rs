@@ -141,6 +141,12 @@ const GUESTS: &[GuestCrate] = &[
         doc: "Test health guest: spins to its deadline while a candidate's `busy` attribute reads 1.",
     },
     GuestCrate {
+        package: "hostile-admin-grant",
+        constant: "HOSTILE_ADMIN_GRANT",
+        example: false,
+        doc: "Test allocate guest: adds the device node (`extra-node`, default the MIG config capability node) and mount (`extra-mount`) its guest-config names to every answer.",
+    },
+    GuestCrate {
         package: "compat-newer-patch",
         constant: "COMPAT_NEWER_PATCH",
         example: false,

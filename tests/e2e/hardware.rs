@@ -208,8 +208,7 @@ async fn companion_nodes_reach_every_container_and_their_absence_is_unhealthy() 
         "gpu.toml",
         "version = 1\nresource = \"e2e.example.com/gpu\"\n[[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n\
          [[companion-nodes]]\npath = \"/dev/nvidiactl\"\n\
-         [[companion-nodes]]\npath = \"/dev/nvidia-uvm*\"\n\
-         [[companion-nodes]]\npath = \"/dev/nvidia-caps/nvidia-cap*\"\noptional = true\n",
+         [[companion-nodes]]\npath = \"/dev/nvidia-uvm*\"\n",
     );
     // `check` names the companions and advertises none of them.
     let (code, out, err) = run_to_end(&[
@@ -237,15 +236,9 @@ async fn companion_nodes_reach_every_container_and_their_absence_is_unhealthy() 
         .iter()
         .map(|d| d.host_path.as_str())
         .collect();
-    assert_eq!(paths.len(), 7, "{paths:?}");
+    assert_eq!(paths.len(), 5, "{paths:?}");
     assert!(
-        paths.ends_with(&[
-            "/dev/nvidiactl",
-            "/dev/nvidia-uvm",
-            "/dev/nvidia-uvm-tools",
-            "/dev/nvidia-caps/nvidia-cap1",
-            "/dev/nvidia-caps/nvidia-cap2"
-        ]),
+        paths.ends_with(&["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]),
         "{paths:?}"
     );
 

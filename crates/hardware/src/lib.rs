@@ -2,7 +2,8 @@
 //! sysfs/devfs layouts beneath a *host root* (`/` on a node, `/host` in a
 //! DaemonSet, a fixture tree in tests): PCI functions ([`scan_pci`]), USB
 //! devices ([`scan_usb`]), device nodes by glob ([`glob_nodes`]) and NUMA
-//! nodes ([`numa_nodes`]); the built-in selectors of a resource's config and
+//! nodes ([`numa_nodes`]); which nodes are administrative ([`AdminNodes`]);
+//! the built-in selectors of a resource's config and
 //! [`discover`], which applies them; attribute access confined to a selected
 //! device's sysfs directory, writes only where granted ([`read_attribute`],
 //! [`write_attribute`]); and a [`ChangeWatcher`] that turns inotify events
@@ -19,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod access;
+pub mod admin_nodes;
 mod attributes;
 mod candidate;
 mod error;
@@ -37,6 +39,7 @@ pub use access::{
     ATTRIBUTE_SIZE_LIMIT, AccessError, list_attributes, read_attribute, read_attribute_bytes,
     write_attribute,
 };
+pub use admin_nodes::{AdminNode, AdminNodeKind, AdminNodes};
 pub use attributes::Attributes;
 pub use candidate::{Candidate, CandidateKind, DeviceNode, NodeType, Scan};
 pub use error::HardwareError;

@@ -1,5 +1,6 @@
 //! Recording a node's hardware into a snapshot tree: the parts of `/sys`,
-//! `/dev` and `/proc` that discovery reads for the selected candidates,
+//! `/dev` and `/proc` that discovery reads for the selected candidates (and
+//! the driver descriptions that tell administrative nodes apart),
 //! laid out as on the node, so the snapshot can serve as a `--host-root`
 //! anywhere (tests, `wasm-device-plugin test`, a bug report).
 //!
@@ -228,6 +229,12 @@ pub fn record(
                 recorder.file(&nodes.join(&name).join("cpulist"))?;
             }
         }
+    }
+    // What the drivers say their nodes are, for judging administrative
+    // nodes on the snapshot as on the node (`AdminNodes`).
+    recorder.file(Path::new("/proc/devices"))?;
+    for file in crate::AdminNodeKind::nvidia_capability_files() {
+        recorder.file(Path::new(file))?;
     }
     Ok(recorder.summary)
 }

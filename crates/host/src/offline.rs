@@ -53,6 +53,9 @@ pub struct HookReport {
     pub sha256: String,
     /// Whether the configuration pins it.
     pub pinned: bool,
+    /// The trusted key that verified its signature (file and
+    /// fingerprint), where the resource requires signatures.
+    pub signed_by: Option<String>,
 }
 
 /// What [`precompile`] did.
@@ -140,6 +143,7 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
                             .config
                             .hook(*hook)
                             .is_some_and(|binding| binding.sha256.is_some()),
+                        signed_by: spec.signers.get(hook).map(|(key, _)| key.to_string()),
                     })
                     .collect(),
                 devices: (*resource.devices()).clone(),

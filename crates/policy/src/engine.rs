@@ -22,6 +22,7 @@ use crate::precompiled::PrecompiledDir;
 use crate::prepared::Prepared;
 use crate::regular_file::{RegularFileError, read_regular_file};
 use crate::shared::Shared;
+use crate::signature::{self, TrustedKey, TrustedKeys};
 use crate::ticker::Ticker;
 
 /// The largest guest file [`PolicyEngine::load_file`] reads: 64 MiB, room
@@ -253,16 +254,41 @@ impl PolicyEngine {
     /// bytes checked are the bytes loaded: a file swapped between the two
     /// cannot slip through.
     pub fn load_pinned_file(&self, path: &Path, sha256: &str) -> Result<Arc<Guest>, LoadError> {
+        self.load_verified_file(path, Some(sha256), &TrustedKeys::default())
+            .map(|(guest, _)| guest)
+    }
+
+    /// Loads a guest file the way its configuration asks: its SHA-256 must
+    /// be `sha256` when pinned ([`Self::load_pinned_file`]), and when
+    /// `trusted` holds keys the signature beside it
+    /// ([`signature::signature_path`]) must verify with one of them over
+    /// the very bytes loaded. Both are checked before anything is compiled;
+    /// answers the guest and the key that signed it (`None` when no
+    /// signature was required).
+    pub fn load_verified_file(
+        &self,
+        path: &Path,
+        sha256: Option<&str>,
+        trusted: &TrustedKeys,
+    ) -> Result<(Arc<Guest>, Option<TrustedKey>), LoadError> {
         let bytes = read_guest_file(path)?;
-        let actual = content_hash(&bytes);
-        if actual != sha256 {
-            return Err(LoadError::DigestMismatch {
-                path: path.to_path_buf(),
-                expected: sha256.to_owned(),
-                actual,
-            });
+        if let Some(pin) = sha256 {
+            let actual = content_hash(&bytes);
+            if actual != pin {
+                return Err(LoadError::DigestMismatch {
+                    path: path.to_path_buf(),
+                    expected: pin.to_owned(),
+                    actual,
+                });
+            }
         }
-        self.load_bytes(&guest_name(path), &bytes)
+        let signer = if trusted.is_empty() {
+            None
+        } else {
+            let signature = signature::read_signature(path)?;
+            Some(trusted.verify(path, &bytes, signature.as_deref())?.clone())
+        };
+        Ok((self.load_bytes(&guest_name(path), &bytes)?, signer))
     }
 
     /// Loads a guest from its bytes: compiles it (once per content hash),

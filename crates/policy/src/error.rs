@@ -69,6 +69,11 @@ pub enum LoadError {
         /// The file's digest (lower-case hex).
         actual: String,
     },
+    /// Signatures are required and the guest's is missing, malformed or
+    /// made by no trusted key ([`crate::PolicyEngine::load_verified_file`]);
+    /// nothing was compiled.
+    #[error(transparent)]
+    Unverified(#[from] crate::signature::SignatureError),
     /// The bytes are not a valid component (or a core module was given).
     #[error("guest {guest:?} is not a valid WebAssembly component: {detail}")]
     Compile {

@@ -72,6 +72,7 @@ mod prepared;
 mod regular_file;
 mod services;
 mod shared;
+pub mod signature;
 mod ticker;
 mod trim;
 pub mod types;

@@ -4,17 +4,21 @@
 //! answer, and apply the hook's `on-error` policy. Everything read here
 //! comes from the swap point; nothing waits for a refresh.
 
+use std::collections::HashSet;
+
 use tonic::Status;
 use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
 use wdp_policy::Hook;
-use wdp_policy::types::DeviceRef;
+use wdp_policy::types::{DeviceNode, DeviceRef};
 
+use crate::admin_grants;
 use crate::builtin;
 use crate::config::{CdiMode, HookBinding, OnError};
 use crate::convert::kubelet_response;
 use crate::device_set::{AdvertisedDevice, DeviceSet};
 use crate::guest_call::GuestFailure;
 use crate::resource::Resource;
+use crate::spec::ResourceSpec;
 use crate::validate;
 
 impl Resource {
@@ -132,6 +136,7 @@ impl Resource {
             Some((binding, guest)) => {
                 let refs = refs(&devices);
                 let guest_default = default.clone();
+                let check = self.answer_check(&spec, &devices, set.companions());
                 let outcome = self
                     .caller
                     .call_in_generation(
@@ -141,7 +146,7 @@ impl Resource {
                         guest,
                         self.present_candidates(),
                         move |g, ctx| g.allocate(ctx, &refs, &guest_default).map(kubelet_response),
-                        validate::container_response,
+                        check,
                     )
                     .await;
                 settle(binding, outcome, || kubelet_response(default))?
@@ -205,6 +210,38 @@ impl Resource {
                 OnError::Fail => Err(failure.into_status()),
                 OnError::Builtin => builtin_check(),
             },
+        }
+    }
+}
+
+impl Resource {
+    /// The check of an allocate guest's answer: [`validate::container_response`],
+    /// then no administrative node the resource does not grant
+    /// ([`admin_grants::check_answer`]). The requested devices' nodes and
+    /// the companions were judged at refresh and are not judged again.
+    fn answer_check(
+        &self,
+        spec: &ResourceSpec,
+        devices: &[&AdvertisedDevice],
+        companions: &[DeviceNode],
+    ) -> impl FnOnce(&ContainerAllocateResponse) -> Result<(), String> + Send + 'static {
+        let screened: HashSet<String> = devices
+            .iter()
+            .flat_map(|d| &d.device.nodes)
+            .chain(companions)
+            .map(|node| node.path.clone())
+            .collect();
+        let root = self.root().clone();
+        let grants = spec.config.admin_grants.clone();
+        move |answer| {
+            validate::container_response(answer)?;
+            admin_grants::check_answer(
+                &root,
+                &grants,
+                &screened,
+                answer.devices.iter().map(|d| d.host_path.as_str()),
+                answer.mounts.iter().map(|m| m.host_path.as_str()),
+            )
         }
     }
 }

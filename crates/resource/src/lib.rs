@@ -18,7 +18,8 @@
 //! resource's guests in service; `pipeline` turns hardware into a
 //! [`device_set`] through discovery and health (`builtin` policy or a
 //! guest, through the one call path of [`guest_call`], answers checked by
-//! [`validate`], with [`companions`] added, and on DRA the partitions,
+//! [`validate`], with [`companions`] added and
+//! administrative nodes refused by [`admin_grants`], and on DRA the partitions,
 //! counters, capacity and taints of [`dra_layout`]); `resource` is the
 //! per-resource swap point ([`Resource`]), `admission` the decisions on top of it
 //! ([`Resource::allocate`]) and [`dra_actions`] the DRA prepare and
@@ -29,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admin_grants;
 mod admission;
 pub mod atomic_file;
 mod builtin;

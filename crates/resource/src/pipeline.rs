@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use wdp_hardware::{Candidate, HostRoot, Selector};
+use wdp_hardware::{AdminNodes, Candidate, HostRoot, Selector};
 use wdp_policy::Hook;
-use wdp_policy::types::{Device, DeviceFacts, Verdict};
+use wdp_policy::types::{Device, DeviceFacts, DeviceNode, Verdict};
 
+use crate::admin_grants;
 use crate::builtin;
 use crate::companions;
 use crate::config::{CdiMode, OnError, ServingApi};
@@ -242,7 +243,22 @@ pub fn run(
 
     // Companions: a required one missing makes every device Unhealthy
     // (a container could not use them), whatever health said.
-    let companions = companions::resolve(root, &spec.config.companions, &present);
+    let mut companions = companions::resolve(root, &spec.config.companions, &present);
+    let refused = screen_admin_nodes(spec, root, &present, &mut companions.nodes, &devices);
+    if let Some(first) = refused.first()
+        && mode == Mode::Strict
+    {
+        return Err(refuse(first.1.clone()));
+    }
+    for (device, reason) in refused {
+        warnings.push(reason.clone());
+        if let Some(device) = device
+            && let Some(verdict) = verdicts.get_mut(&device)
+        {
+            verdict.healthy = false;
+            verdict.reason = reason;
+        }
+    }
     if !companions.missing.is_empty() {
         let reason = companions.missing.join("; ");
         warnings.extend(companions.missing.iter().cloned());
@@ -301,6 +317,57 @@ pub fn run(
         watch_paths,
         present,
     })
+}
+
+/// Administrative nodes (`wdp_hardware::AdminNodes`) the resource does not
+/// grant, each with the sentence refusing it: a companion node (dropped
+/// from `companions`, so no container and no CDI spec receives it) and the
+/// devices whose candidates hold one (named, to be held back as
+/// Unhealthy).
+fn screen_admin_nodes(
+    spec: &ResourceSpec,
+    root: &HostRoot,
+    present: &[Candidate],
+    companions: &mut Vec<DeviceNode>,
+    devices: &[Device],
+) -> Vec<(Option<String>, String)> {
+    let grants = &spec.config.admin_grants;
+    let known = AdminNodes::read(root);
+    let mut refused = Vec::new();
+    companions.retain(
+        |node| match admin_grants::first_refused(&known, grants, [node]) {
+            Some(found) => {
+                refused.push((None, admin_grants::refusal("companion node", &found)));
+                false
+            }
+            None => true,
+        },
+    );
+    let refused_candidates: HashMap<&str, String> = present
+        .iter()
+        .filter_map(|c| {
+            let found = c
+                .nodes
+                .iter()
+                .filter_map(|node| known.judge(node))
+                .find(|found| !grants.contains(&found.kind))?;
+            let via = format!("candidate {}'s node", c.id);
+            Some((c.id.as_str(), admin_grants::refusal(&via, &found)))
+        })
+        .collect();
+    if refused_candidates.is_empty() {
+        return refused;
+    }
+    for device in devices {
+        if let Some(reason) = device
+            .candidates
+            .iter()
+            .find_map(|c| refused_candidates.get(c.as_str()))
+        {
+            refused.push((Some(device.id.clone()), reason.clone()));
+        }
+    }
+    refused
 }
 
 /// The facts a `health` or `device-taints` guest receives.

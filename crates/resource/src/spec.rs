@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use wdp_kubelet_api::v1beta1::DevicePluginOptions;
+use wdp_policy::signature::{self, TrustedKey};
 use wdp_policy::{CallContext, CallLimits, Guest, Hook, NoHardware, PolicyEngine};
 
 use crate::config::{HookBinding, ResourceConfig};
@@ -17,6 +18,10 @@ pub struct ResourceSpec {
     pub config: ResourceConfig,
     /// The guest of each bound hook.
     pub guests: BTreeMap<Hook, Arc<Guest>>,
+    /// Who signed each guest, where the resource requires signatures: the
+    /// trusted key that verified it, and the signature file's content as
+    /// verified (a reload with another signature file verifies again).
+    pub signers: BTreeMap<Hook, (TrustedKey, Option<Vec<u8>>)>,
 }
 
 impl std::fmt::Debug for ResourceSpec {
@@ -34,6 +39,7 @@ impl ResourceSpec {
     /// Blocking.
     pub fn load(engine: &PolicyEngine, config: &ResourceConfig) -> Result<Self, ResourceError> {
         let mut guests = BTreeMap::new();
+        let mut signers = BTreeMap::new();
         for binding in &config.hooks {
             let fail = |source: GuestProblem| ResourceError::Guest {
                 file: config.file.clone(),
@@ -41,11 +47,19 @@ impl ResourceSpec {
                 guest: binding.guest.clone(),
                 source: Box::new(source),
             };
-            let loaded = match &binding.sha256 {
-                Some(pin) => engine.load_pinned_file(&binding.guest, pin),
-                None => engine.load_file(&binding.guest),
-            };
-            let guest = loaded.map_err(|e| fail(e.into()))?;
+            let (guest, signer) = engine
+                .load_verified_file(
+                    &binding.guest,
+                    binding.sha256.as_deref(),
+                    &config.trusted_keys,
+                )
+                .map_err(|e| fail(e.into()))?;
+            if let Some(key) = signer {
+                // Read again for the reload's comparison; a file changed in
+                // between only makes the next reload verify once more.
+                let signature = signature::read_signature(&binding.guest).ok().flatten();
+                signers.insert(binding.hook, (key, signature));
+            }
             if !guest.exports(binding.hook) {
                 let exported: Vec<String> = guest.hooks().iter().map(|h| h.to_string()).collect();
                 return Err(fail(GuestProblem::NotExported {
@@ -69,6 +83,7 @@ impl ResourceSpec {
         Ok(Self {
             config: config.clone(),
             guests,
+            signers,
         })
     }
 
@@ -87,7 +102,8 @@ impl ResourceSpec {
 
     /// Whether `config` describes this very spec: the same configuration
     /// and, for every hook, a guest file whose content is the build this
-    /// spec loaded. A reload keeps such a resource as it is, without
+    /// spec loaded (and, where signatures are required, the signature file
+    /// it verified). A reload keeps such a resource as it is, without
     /// loading or smoke-testing its guests again. A guest file that cannot
     /// be read counts as changed (the full load then says why).
     pub fn unchanged_for(&self, config: &ResourceConfig) -> bool {
@@ -99,10 +115,15 @@ impl ResourceSpec {
                         .is_ok_and(|hash| hash == guest.content_hash())
                 })
             })
+            && self.signers.iter().all(|(hook, (_, verified))| {
+                config.hook(*hook).is_some_and(|binding| {
+                    signature::read_signature(&binding.guest).ok().flatten() == *verified
+                })
+            })
     }
 
     /// Whether `other` has the same configuration and the same guest
-    /// builds (by content hash).
+    /// builds (by content hash), signed by the same keys.
     pub fn same_as(&self, other: &ResourceSpec) -> bool {
         self.config == other.config
             && self.guests.len() == other.guests.len()
@@ -112,6 +133,7 @@ impl ResourceSpec {
                     .get(hook)
                     .is_some_and(|h| h.content_hash() == g.content_hash())
             })
+            && self.signers == other.signers
     }
 }
 

@@ -68,8 +68,13 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
             None => println!("  {}", args.registration.describe(&spec.config.socket)),
         }
         for (hook, guest) in &spec.guests {
+            let signed = spec
+                .signers
+                .get(hook)
+                .map(|(key, _)| format!(", signed by {key}"))
+                .unwrap_or_default();
             println!(
-                "  hook {hook}: guest {} sha256:{}",
+                "  hook {hook}: guest {} sha256:{}{signed}",
                 guest.name(),
                 guest.content_hash()
             );

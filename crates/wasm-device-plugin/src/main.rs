@@ -382,7 +382,15 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
         for h in &r.hooks {
             let pinned = if h.pinned { " (pinned)" } else { "" };
-            println!("  hook {}: {} sha256:{}{pinned}", h.hook, h.guest, h.sha256);
+            let signed = h
+                .signed_by
+                .as_ref()
+                .map(|key| format!(", signed by {key}"))
+                .unwrap_or_default();
+            println!(
+                "  hook {}: {} sha256:{}{pinned}{signed}",
+                h.hook, h.guest, h.sha256
+            );
         }
         if r.cdi != wdp_resource::config::CdiMode::Off {
             let mode = if r.cdi == wdp_resource::config::CdiMode::Names {

@@ -4,10 +4,11 @@
 //! would refuse is never written; and `install-guests`, the entrypoint of
 //! such an image built with an installer, which copies its guests out.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use wdp_guest_package::{PackageOptions, package};
+use wdp_policy::signature::{GuestSigningKey, signature_path};
 use wdp_policy::{EngineSettings, PolicyEngine};
 
 #[derive(Debug, clap::Args)]
@@ -45,6 +46,13 @@ pub struct PackageArgs {
     /// epoch.
     #[arg(long, env = "SOURCE_DATE_EPOCH", default_value_t = 0)]
     epoch: u64,
+
+    /// Sign every guest with this unencrypted PEM ECDSA P-256 private key
+    /// (PKCS#8 or SEC1, as openssl writes them): `<guest>.wasm.sig` (base64
+    /// DER, the form `cosign sign-blob` writes) is written beside each
+    /// guest in `--guests` before packaging, so the image carries it too.
+    #[arg(long)]
+    sign_key: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,6 +90,9 @@ fn default_architecture() -> &'static str {
 /// Packages, after loading every guest with the host's rules; prints the
 /// digest to pin and each guest's own digest.
 pub fn run(args: PackageArgs) -> anyhow::Result<()> {
+    if let Some(key) = &args.sign_key {
+        sign_guests(&args.guests, key)?;
+    }
     let options = PackageOptions {
         guests: args.guests,
         config: args.config,
@@ -108,5 +119,26 @@ pub fn run(args: PackageArgs) -> anyhow::Result<()> {
         report.layer_digest, report.layer_bytes
     );
     println!("digest {}", report.manifest_digest);
+    Ok(())
+}
+
+/// Writes a signature beside every guest (`.wasm`) beneath `guests` with
+/// the private key in `key_file`; prints each with the key's fingerprint.
+fn sign_guests(guests: &Path, key_file: &Path) -> anyhow::Result<()> {
+    let key = GuestSigningKey::read(key_file)?;
+    let files = wdp_guest_package::collect_inputs(guests, None)?;
+    for file in files.iter().filter(|f| f.is_guest()) {
+        let relative = file.path.strip_prefix("guests/").unwrap_or(&file.path);
+        let guest = guests.join(relative);
+        let signature = signature_path(&guest);
+        std::fs::write(&signature, key.sign(&file.bytes))
+            .with_context(|| format!("cannot write {}", signature.display()))?;
+        println!(
+            "signed {} with {} ({})",
+            file.path,
+            key_file.display(),
+            key.public().fingerprint()
+        );
+    }
     Ok(())
 }

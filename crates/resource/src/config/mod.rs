@@ -26,8 +26,8 @@ pub use error::ConfigError;
 pub use load::{load_dir, read_config_file};
 pub use model::{ConfigSet, HookBinding, ResourceConfig};
 pub use schema::{
-    CONFIG_VERSION, CdiEdits, CdiHook, CdiMode, CdiMount, HOST_FILE, HookConfig, HookDefaults,
-    HostSettings, OnError, ServingApi,
+    CONFIG_VERSION, CdiEdits, CdiHook, CdiMode, CdiMount, GuestSignatures, HOST_FILE, HookConfig,
+    HookDefaults, HostSettings, OnError, ServingApi,
 };
 pub use serving::{PUBLISH_INTERVAL_MS, validate_driver_name};
 pub use socket::{default_socket_name, socket_path, validate_socket_name};

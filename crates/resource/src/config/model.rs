@@ -2,12 +2,13 @@
 //! [`ConfigSet`] of [`ResourceConfig`]s, each hook bound to its guest, and
 //! the constants of the schema.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use wdp_hardware::{NodeSelector, Selector};
+use wdp_hardware::{AdminNodeKind, NodeSelector, Selector};
 use wdp_policy::Hook;
+use wdp_policy::signature::TrustedKeys;
 
 use super::schema::{CdiEdits, CdiMode, HostSettings, OnError, ServingApi};
 
@@ -69,6 +70,13 @@ pub struct ResourceConfig {
     pub writable_attributes: Vec<String>,
     /// `[[companion-nodes]]`: nodes every container of the resource gets.
     pub companions: Vec<NodeSelector>,
+    /// The keys every guest of the resource must be signed by: the host's
+    /// and the resource's `[guest-signatures]` together (empty: signatures
+    /// not required).
+    pub trusted_keys: TrustedKeys,
+    /// `grant-admin-nodes`: the administrative node kinds the resource may
+    /// hand out (none by default).
+    pub admin_grants: BTreeSet<AdminNodeKind>,
     /// How `Allocate` names devices, and whether a CDI spec is written.
     pub cdi: CdiMode,
     /// `[cdi-edits]`: what the CDI spec adds to every container.

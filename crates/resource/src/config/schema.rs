@@ -38,6 +38,21 @@ pub struct HostSettings {
     /// or absolute; off when absent.
     #[serde(default)]
     pub precompiled_cache_dir: Option<PathBuf>,
+    /// `[guest-signatures]`: keys every guest of every resource must be
+    /// signed by (none: signatures not required).
+    #[serde(default)]
+    pub guest_signatures: GuestSignatures,
+}
+
+/// `[guest-signatures]`, in `host.toml` (every resource) or a resource
+/// file (that resource, beside the host's keys).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GuestSignatures {
+    /// PEM ECDSA P-256 public keys, relative to the config directory or
+    /// absolute; a guest must carry a signature one of them verifies.
+    #[serde(default)]
+    pub trusted_keys: Vec<PathBuf>,
 }
 
 impl Default for HostSettings {
@@ -48,6 +63,7 @@ impl Default for HostSettings {
             poll_interval_ms: default_poll_ms(),
             reload_debounce_ms: default_debounce_ms(),
             precompiled_cache_dir: None,
+            guest_signatures: GuestSignatures::default(),
         }
     }
 }
@@ -220,6 +236,12 @@ pub(super) struct RawResource {
     pub(super) guest_config: toml::Table,
     #[serde(default)]
     pub(super) writable_attributes: Vec<String>,
+    /// Administrative node kinds the resource hands out on purpose, by
+    /// name (`nvidia-mig-monitor`, …).
+    #[serde(default)]
+    pub(super) grant_admin_nodes: Vec<String>,
+    #[serde(default)]
+    pub(super) guest_signatures: GuestSignatures,
 }
 
 /// `[[nodes]]`: device nodes by path or glob, each match one device.

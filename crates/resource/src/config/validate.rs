@@ -2,17 +2,18 @@
 //! are checked and resolved against the host defaults into a
 //! [`ResourceConfig`]. Every refusal names the file and the field.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use wdp_hardware::{NodeSelector, Selector};
+use wdp_hardware::{AdminNodeKind, NodeSelector, Selector};
 use wdp_policy::Hook;
+use wdp_policy::signature::{TrustedKey, TrustedKeys};
 
 use super::error::ConfigError;
 use super::model::{HookBinding, ResourceConfig};
 use super::schema::{
-    CONFIG_VERSION, CdiEdits, CdiMode, HostSettings, RawResource, ServingApi, parse,
+    CONFIG_VERSION, CdiEdits, CdiMode, HOST_FILE, HostSettings, RawResource, ServingApi, parse,
 };
 use super::serving::{check_serving_api, publish_interval};
 use super::socket::{default_socket_name, validate_socket_name};
@@ -218,6 +219,9 @@ pub fn parse_resource(
     }
     validate_cdi_edits(&raw.cdi_edits)
         .map_err(|(field, p)| ConfigError::invalid(file, &field, p))?;
+    let trusted_keys = trusted_keys(dir, file, host, &raw.guest_signatures.trusted_keys)?;
+    let admin_grants = admin_grants(&raw.grant_admin_nodes)
+        .map_err(|p| ConfigError::invalid(file, "grant-admin-nodes", p))?;
     let has_pre_start_guest = hooks.iter().any(|h| h.hook == Hook::PreStart);
     let pre_start_required = raw.pre_start_required.unwrap_or(has_pre_start_guest);
     let get_preferred_allocation = raw
@@ -242,6 +246,8 @@ pub fn parse_resource(
         guest_config: flatten_table(&raw.guest_config),
         writable_attributes: raw.writable_attributes,
         companions,
+        trusted_keys,
+        admin_grants,
         cdi: raw.cdi,
         cdi_edits: raw.cdi_edits,
         api: raw.api,
@@ -253,6 +259,53 @@ pub fn parse_resource(
 /// A `replicas` count: at least 1, and at most
 /// [`MAX_DEVICES_PER_RESOURCE`], since even one matched node shared more
 /// times than that cannot fit the kubelet's message limit.
+/// The keys a resource's guests must be signed by: `host.toml`'s
+/// `[guest-signatures]`, then the resource file's own. A key that cannot be
+/// read is refused naming the file that lists it and the entry.
+fn trusted_keys(
+    dir: &Path,
+    file: &Path,
+    host: &HostSettings,
+    own: &[std::path::PathBuf],
+) -> Result<TrustedKeys, ConfigError> {
+    let host_file = dir.join(HOST_FILE);
+    let listed = host
+        .guest_signatures
+        .trusted_keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| (host_file.as_path(), i, key))
+        .chain(own.iter().enumerate().map(|(i, key)| (file, i, key)));
+    let mut keys = Vec::new();
+    for (listing, i, key) in listed {
+        let key = TrustedKey::read(&dir.join(key)).map_err(|e| {
+            ConfigError::invalid(
+                listing,
+                &format!("guest-signatures.trusted-keys[{i}]"),
+                e.to_string(),
+            )
+        })?;
+        keys.push(key);
+    }
+    Ok(TrustedKeys::new(keys))
+}
+
+/// `grant-admin-nodes`: each a known administrative node kind, by name.
+fn admin_grants(names: &[String]) -> Result<BTreeSet<AdminNodeKind>, String> {
+    names
+        .iter()
+        .map(|name| {
+            AdminNodeKind::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = AdminNodeKind::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "`{name}` is not an administrative node kind; the kinds are {}",
+                    known.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
 /// A guest's digest pin: 64 hexadecimal digits (a `sha256:` prefix, as
 /// OCI tools print digests, is accepted), returned in lower case.
 fn parse_sha256(pin: &str) -> Result<String, String> {

@@ -1,0 +1,152 @@
+//! Which administrative device nodes a resource may hand out: none, unless
+//! its file grants the kind by name (`grant-admin-nodes =
+//! ["nvidia-mig-monitor"]`). What is administrative is `wdp-hardware`'s
+//! [`AdminNodes`] judgement (the drivers' own numbers and names); this
+//! module applies it to what a container would receive: a resource's
+//! companion nodes and its devices' nodes at every refresh (refused at
+//! load and reload, left out while serving), and each guest answer at the
+//! call (refused, naming the guest and hook through the guest-call path).
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
+
+use wdp_hardware::{AdminNode, AdminNodeKind, AdminNodes, HostRoot, NodeType};
+use wdp_policy::types::DeviceNode;
+
+/// A resource's grants of administrative node kinds.
+pub type Grants = BTreeSet<AdminNodeKind>;
+
+/// The sentence refusing `found`, reached through `via` ("companion node",
+/// "the answer's device", …), with the setting that would grant it.
+pub fn refusal(via: &str, found: &AdminNode) -> String {
+    format!(
+        "{via} {found}: an administrative node is never handed to a container by default; \
+         add \"{}\" to grant-admin-nodes to hand it out on purpose",
+        found.kind.name()
+    )
+}
+
+/// The first node of `nodes` (numbers known) that is administrative and
+/// not granted.
+pub fn first_refused<'a>(
+    known: &AdminNodes,
+    grants: &Grants,
+    nodes: impl IntoIterator<Item = &'a DeviceNode>,
+) -> Option<AdminNode> {
+    nodes
+        .into_iter()
+        .filter_map(|node| known.judge(&hardware_node(node)))
+        .find(|found| !grants.contains(&found.kind))
+}
+
+/// Checks a guest's container answer, given as its device specs' and its
+/// mounts' host paths: every device path that is not among `screened`
+/// (paths the host already judged: the devices' and companions' nodes) and
+/// every mount source (a directory entry by entry) must not be an
+/// administrative node the resource does not grant. The host's facts are
+/// read only when such a path shows.
+pub fn check_answer<'a>(
+    root: &HostRoot,
+    grants: &Grants,
+    screened: &HashSet<String>,
+    device_paths: impl IntoIterator<Item = &'a str>,
+    mount_sources: impl IntoIterator<Item = &'a str>,
+) -> Result<(), String> {
+    let mut known: Option<AdminNodes> = None;
+    for path in device_paths {
+        if screened.contains(path) {
+            continue;
+        }
+        let facts = known.get_or_insert_with(|| AdminNodes::read(root));
+        if let Some(found) = facts.classify(root, Path::new(path))
+            && !grants.contains(&found.kind)
+        {
+            return Err(refusal("the answer's device", &found));
+        }
+    }
+    for source in mount_sources {
+        let facts = known.get_or_insert_with(|| AdminNodes::read(root));
+        if let Some(found) = facts
+            .classify_tree(root, Path::new(source))
+            .into_iter()
+            .find(|found| !grants.contains(&found.kind))
+        {
+            return Err(refusal(
+                &format!("the answer's mount of {source}: its"),
+                &found,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The hardware crate's view of a guest-model node.
+fn hardware_node(node: &DeviceNode) -> wdp_hardware::DeviceNode {
+    use wdp_policy::types::NodeType as Guest;
+    wdp_hardware::DeviceNode {
+        path: node.path.clone().into(),
+        node_type: match node.node_type {
+            Guest::Char => NodeType::Char,
+            Guest::Block => NodeType::Block,
+            Guest::Other => NodeType::Other,
+        },
+        major: node.major,
+        minor: node.minor,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(
+        root: &HostRoot,
+        grants: &Grants,
+        devices: &[&str],
+        mounts: &[&str],
+    ) -> Result<(), String> {
+        let screened = HashSet::from(["/dev/nvidia0".to_owned()]);
+        check_answer(
+            root,
+            grants,
+            &screened,
+            devices.iter().copied(),
+            mounts.iter().copied(),
+        )
+    }
+
+    #[test]
+    fn an_answer_granting_mig_config_is_refused_unless_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("dev/nvidia-caps")).unwrap();
+        std::fs::write(dir.path().join("dev/nvidia-caps/nvidia-cap1"), "").unwrap();
+        std::fs::write(dir.path().join("dev/nvidia0"), "").unwrap();
+        let root = HostRoot::new(dir.path());
+        let none = Grants::new();
+
+        check(&root, &none, &["/dev/nvidia0"], &[]).unwrap();
+        let error = check(
+            &root,
+            &none,
+            &["/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap1"],
+            &[],
+        )
+        .unwrap_err();
+        assert!(error.contains("/dev/nvidia-caps/nvidia-cap1"), "{error}");
+        assert!(error.contains("nvidia-mig-config"), "{error}");
+        assert!(error.contains("grant-admin-nodes"), "{error}");
+
+        // A mount of the directory holding it is refused the same way.
+        let error = check(&root, &none, &[], &["/dev/nvidia-caps"]).unwrap_err();
+        assert!(error.contains("mount of /dev/nvidia-caps"), "{error}");
+
+        let granted = Grants::from([AdminNodeKind::NvidiaMigConfig]);
+        check(
+            &root,
+            &granted,
+            &["/dev/nvidia-caps/nvidia-cap1"],
+            &["/dev/nvidia-caps"],
+        )
+        .unwrap();
+    }
+}
