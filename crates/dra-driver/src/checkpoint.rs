@@ -16,6 +16,17 @@
 //! it, the folder synced) and carries a format version and a checksum of its
 //! content.
 //!
+//! The format only ever gains fields, so a rollback loses nothing: fields
+//! this host does not know (written by a newer one) are kept, in each claim
+//! and device record and at the top, through every write; and the checksum
+//! that decides whether a file is intact, `canonical-checksum`, is taken
+//! over the claims as the file holds them with object keys sorted, so it
+//! verifies whatever fields a newer host added and in whatever order it
+//! wrote them. A file from a newer format version is read the same way,
+//! never set aside for being newer. `checksum`, over the claims as this
+//! host serializes them, is still written for hosts older than
+//! `canonical-checksum`, which verify only that one.
+//!
 //! A file that cannot be parsed or verified is never guessed at nor
 //! overwritten: it is renamed aside to `<driver>.json.unreadable-<seconds>`,
 //! logged at ERROR with both paths, and the driver goes on with the claims
@@ -26,6 +37,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use wdp_resource::atomic_file::{self, Durability};
 
 use crate::file_stamp::FileStamp;
@@ -64,6 +76,10 @@ pub struct PreparedDevice {
     /// device exclusively).
     #[serde(default)]
     pub admin_access: bool,
+    /// Fields a newer host wrote that this one does not know, kept as they
+    /// are through its writes.
+    #[serde(flatten)]
+    pub unknown: Map<String, Value>,
 }
 
 /// One prepared claim.
@@ -82,6 +98,10 @@ pub struct PreparedClaim {
     /// unprepare).
     #[serde(default, skip_serializing_if = "is_false")]
     pub status_written: bool,
+    /// Fields a newer host wrote that this one does not know, kept as they
+    /// are through its writes.
+    #[serde(flatten)]
+    pub unknown: Map<String, Value>,
 }
 
 /// Fields added after the first format are left out when they hold their
@@ -91,14 +111,42 @@ fn is_false(value: &bool) -> bool {
     !value
 }
 
-/// The file's content.
-#[derive(Debug, Serialize, Deserialize)]
-struct CheckpointFile {
+/// The file's content, as this host writes it.
+#[derive(Debug, Serialize)]
+struct CheckpointFile<'a> {
+    version: u32,
+    driver: &'a str,
+    /// FNV-1a 64 of `claims` as this host serializes them, hex: what hosts
+    /// before `canonical-checksum` verify.
+    checksum: String,
+    /// FNV-1a 64 of `claims` with object keys sorted, hex.
+    #[serde(rename = "canonical-checksum")]
+    canonical_checksum: String,
+    claims: &'a BTreeMap<String, PreparedClaim>,
+    /// Top-level fields a newer host wrote, kept.
+    #[serde(flatten)]
+    unknown: &'a Map<String, Value>,
+}
+
+/// The file's content as read: the claims still as JSON, so that the
+/// checksums are taken over what the file holds.
+#[derive(Debug, Deserialize)]
+struct ReadFile {
     version: u32,
     driver: String,
-    /// FNV-1a 64 of the canonical JSON of `claims`, hex.
     checksum: String,
+    #[serde(rename = "canonical-checksum", default)]
+    canonical_checksum: Option<String>,
+    claims: Value,
+    #[serde(flatten)]
+    unknown: Map<String, Value>,
+}
+
+/// What [`Checkpoint::parse`] read.
+struct ParsedFile {
+    version: u32,
     claims: BTreeMap<String, PreparedClaim>,
+    unknown: Map<String, Value>,
 }
 
 /// One change to the prepared claims.
@@ -118,6 +166,10 @@ pub struct Checkpoint {
     lock_path: PathBuf,
     driver: String,
     claims: BTreeMap<String, PreparedClaim>,
+    /// The newest format version read (written back as it is), and the
+    /// file's top-level fields this host does not know.
+    version: u32,
+    unknown: Map<String, Value>,
     /// The file as last read or written; `None`: there was none.
     seen: Option<FileStamp>,
     /// Where an unreadable file was last set aside.
@@ -157,6 +209,46 @@ fn checksum(claims: &BTreeMap<String, PreparedClaim>) -> String {
     fnv1a(&serde_json::to_vec(claims).unwrap_or_default())
 }
 
+/// The checksum of `claims` with every object's keys sorted: the same for
+/// any writer's field order.
+fn canonical_checksum(claims: &Value) -> String {
+    let mut bytes = Vec::new();
+    write_canonical(claims, &mut bytes);
+    fnv1a(&bytes)
+}
+
+/// Compact JSON with object keys in byte order (whichever map type
+/// `serde_json` was built with).
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend(serde_json::to_vec(key).unwrap_or_default());
+                out.push(b':');
+                write_canonical(value, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => out.extend(serde_json::to_vec(scalar).unwrap_or_default()),
+    }
+}
+
 /// An exclusive `flock` on the checkpoint's lock file, released when
 /// dropped (and by the kernel if the process dies holding it).
 #[derive(Debug)]
@@ -179,6 +271,8 @@ impl Checkpoint {
             path,
             driver: driver.to_owned(),
             claims: BTreeMap::new(),
+            version: CHECKPOINT_VERSION,
+            unknown: Map::new(),
             seen: None,
             set_aside: None,
             left_unreadable: None,
@@ -244,7 +338,14 @@ impl Checkpoint {
             Ok(bytes) => bytes,
         };
         match Self::parse(&bytes, &self.driver) {
-            Ok(claims) => self.claims = claims,
+            Ok(read) => {
+                if read.version > CHECKPOINT_VERSION && read.version != self.version {
+                    tracing::info!(driver = %self.driver, path = %self.path.display(), version = read.version, "the DRA checkpoint was written by a newer format version; read with its unknown fields kept");
+                }
+                self.claims = read.claims;
+                self.version = read.version.max(CHECKPOINT_VERSION);
+                self.unknown = read.unknown;
+            }
             Err(problem) => self.set_aside_unreadable(&problem),
         }
     }
@@ -271,25 +372,44 @@ impl Checkpoint {
         self.seen = FileStamp::of(&self.path);
     }
 
-    fn parse(bytes: &[u8], driver: &str) -> Result<BTreeMap<String, PreparedClaim>, String> {
-        let file: CheckpointFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        if file.version != CHECKPOINT_VERSION {
-            return Err(format!(
-                "format version {}, this host reads {CHECKPOINT_VERSION}",
-                file.version
-            ));
+    /// Reads a file's content: its driver must be `driver`, and its claims
+    /// must match `canonical-checksum` (or, in a file from before it,
+    /// `checksum`). Any format version from 1 up is read; fields this host
+    /// does not know are kept.
+    fn parse(bytes: &[u8], driver: &str) -> Result<ParsedFile, String> {
+        let file: ReadFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if file.version == 0 {
+            return Err("format version 0, which no host writes".to_owned());
         }
         if file.driver != driver {
             return Err(format!("written for driver {:?}", file.driver));
         }
-        let computed = checksum(&file.claims);
-        if computed != file.checksum {
-            return Err(format!(
-                "checksum {} does not match its content ({computed})",
-                file.checksum
-            ));
+        let claims: BTreeMap<String, PreparedClaim> =
+            serde_json::from_value(file.claims.clone()).map_err(|e| format!("claims: {e}"))?;
+        match &file.canonical_checksum {
+            Some(expected) => {
+                let computed = canonical_checksum(&file.claims);
+                if computed != *expected {
+                    return Err(format!(
+                        "canonical-checksum {expected} does not match its content ({computed})"
+                    ));
+                }
+            }
+            None => {
+                let computed = checksum(&claims);
+                if computed != file.checksum {
+                    return Err(format!(
+                        "checksum {} does not match its content ({computed})",
+                        file.checksum
+                    ));
+                }
+            }
         }
-        Ok(file.claims)
+        Ok(ParsedFile {
+            version: file.version,
+            claims,
+            unknown: file.unknown,
+        })
     }
 
     /// The file.
@@ -385,11 +505,16 @@ impl Checkpoint {
                 }
             })
             .collect();
+        let canonical = serde_json::to_value(&self.claims)
+            .map(|claims| canonical_checksum(&claims))
+            .unwrap_or_default();
         let file = CheckpointFile {
-            version: CHECKPOINT_VERSION,
-            driver: self.driver.clone(),
+            version: self.version,
+            driver: &self.driver,
             checksum: checksum(&self.claims),
-            claims: self.claims.clone(),
+            canonical_checksum: canonical,
+            claims: &self.claims,
+            unknown: &self.unknown,
         };
         let mut staged = StagedWrite {
             _lock: lock,

@@ -38,9 +38,11 @@ fn claim(device_id: &str, admin_access: bool) -> PreparedClaim {
             cdi_device_ids: vec![format!("example.com/gpu=uid-{device_id}")],
             share_id: None,
             admin_access,
+            unknown: Default::default(),
         }],
         cdi_spec: Some(PathBuf::from("/var/run/cdi/x.json")),
         status_written: false,
+        unknown: Default::default(),
     }
 }
 
@@ -188,4 +190,111 @@ fn staged_changes_are_seen_at_once_and_undone_when_the_file_cannot_be_written() 
     assert_eq!(error.path, path);
     assert_eq!(checkpoint.get("uid-1"), Some(&claim("gpu0", false)));
     assert_eq!(checkpoint.get("uid-2"), None);
+}
+
+/// A checkpoint as a newer host (format version 2) might write it: a field
+/// this host does not know in a device, in a claim and at the top, keys in
+/// the newer host's own order, and a canonical checksum.
+fn future_file(driver: &str) -> String {
+    let claims = serde_json::json!({
+        "uid-1": {
+            "name": "c",
+            "namespace": "default",
+            "mig-profile": "1g.10gb",
+            "devices": [{
+                "device_id": "gpu0",
+                "request_names": ["gpu"],
+                "pool_name": "node-a",
+                "device_name": "gpu0",
+                "cdi_device_ids": ["example.com/gpu=uid-1-gpu0"],
+                "admin_access": false,
+                "binding-conditions": ["attached"]
+            }],
+            "cdi_spec": "/var/run/cdi/x.json"
+        }
+    });
+    serde_json::json!({
+        "version": 2,
+        "driver": driver,
+        "checksum": "written-by-a-newer-host",
+        "canonical-checksum": canonical_checksum(&claims),
+        "claims": claims,
+        "epoch": 7
+    })
+    .to_string()
+}
+
+#[test]
+fn a_newer_hosts_checkpoint_is_read_changed_and_written_back_with_its_unknown_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = "gpu.example.com";
+    std::fs::create_dir_all(dir.path().join("dra")).unwrap();
+    std::fs::write(checkpoint_path(dir.path(), driver), future_file(driver)).unwrap();
+
+    // Read, not set aside for being newer.
+    let mut checkpoint = Checkpoint::load(dir.path(), driver);
+    assert_eq!(checkpoint.set_aside(), None);
+    assert_eq!(checkpoint.claims()["uid-1"].devices[0].device_id, "gpu0");
+
+    // Changed and written back by this host...
+    checkpoint.insert("uid-2", claim("gpu1", false)).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoint.path()).unwrap()).unwrap();
+    // ...every unknown field is still there, where the newer host put it.
+    assert_eq!(written["version"], 2);
+    assert_eq!(written["epoch"], 7);
+    assert_eq!(written["claims"]["uid-1"]["mig-profile"], "1g.10gb");
+    assert_eq!(
+        written["claims"]["uid-1"]["devices"][0]["binding-conditions"][0],
+        "attached"
+    );
+    // And the checksum verifies: a fresh reader (this host after a
+    // restart, or the newer host after a roll forward) reads both claims.
+    assert_eq!(
+        written["canonical-checksum"],
+        canonical_checksum(&written["claims"])
+    );
+    let again = Checkpoint::load(dir.path(), driver);
+    assert_eq!(again.set_aside(), None);
+    assert_eq!(
+        again.claims().keys().collect::<Vec<_>>(),
+        ["uid-1", "uid-2"]
+    );
+    // Unprepared by this host, the newer claim goes with its fields.
+    let mut again = again;
+    let removed = again.remove("uid-1").unwrap().unwrap();
+    assert_eq!(removed.unknown["mig-profile"], "1g.10gb");
+}
+
+#[test]
+fn a_newer_hosts_checkpoint_with_a_changed_claim_is_still_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = "gpu.example.com";
+    std::fs::create_dir_all(dir.path().join("dra")).unwrap();
+    let tampered = future_file(driver).replace("gpu0", "gpu7");
+    std::fs::write(checkpoint_path(dir.path(), driver), tampered).unwrap();
+    let checkpoint = Checkpoint::load(dir.path(), driver);
+    assert!(checkpoint.claims().is_empty());
+    assert!(checkpoint.set_aside().is_some());
+}
+
+#[test]
+fn what_this_host_writes_verifies_for_hosts_before_the_canonical_checksum() {
+    // Hosts before `canonical-checksum` verify `checksum` over the claims
+    // as they serialize them: for records with no field new to them, the
+    // same bytes this host hashes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut checkpoint = Checkpoint::load(dir.path(), "d.example.com");
+    checkpoint.insert("uid-1", claim("gpu0", false)).unwrap();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoint.path()).unwrap()).unwrap();
+    // An older host reads the claims into its own records (these fields,
+    // without `unknown`, which serializes to nothing when empty) and hashes
+    // them serialized again.
+    let theirs: BTreeMap<String, PreparedClaim> =
+        serde_json::from_value(written["claims"].clone()).unwrap();
+    assert!(theirs["uid-1"].unknown.is_empty());
+    let serialized = serde_json::to_string(&theirs).unwrap();
+    assert!(!serialized.contains("unknown"), "{serialized}");
+    assert_eq!(written["checksum"], fnv1a(serialized.as_bytes()));
 }

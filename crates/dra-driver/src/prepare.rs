@@ -341,6 +341,7 @@ impl ClaimPreparer {
                     cdi_device_ids,
                     share_id: pick.result.share_id.clone(),
                     admin_access: pick.result.admin_access == Some(true),
+                    unknown: Default::default(),
                 }
             })
             .collect();
@@ -363,6 +364,7 @@ impl ClaimPreparer {
             devices: devices.clone(),
             cdi_spec: Some(file.clone()),
             status_written: !api_statuses.is_empty() && self.status_writer.is_some(),
+            unknown: Default::default(),
         };
         if let Err(error) = self
             .checkpoint

@@ -147,6 +147,7 @@ mod tests {
             devices: Vec::new(),
             cdi_spec: None,
             status_written: false,
+            unknown: Default::default(),
         }
     }
 

@@ -147,8 +147,9 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Records `candidates` (as discovered beneath `root`) into the tree at
-/// `dest`, plus the NUMA topology and the NVIDIA driver's GPU information
-/// where present.
+/// `dest`, plus the NUMA topology, the NVIDIA driver's GPU information and
+/// what the drivers say their nodes are (`/proc/devices`, NVIDIA's
+/// administrative capability files) where present.
 pub fn record(
     root: &HostRoot,
     candidates: &[Candidate],

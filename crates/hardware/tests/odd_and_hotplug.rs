@@ -238,11 +238,13 @@ fn hot_unplug_and_replug() {
             .unwrap()
             .candidates
             .len(),
-        11
+        // nvidia0…7, nvidiactl, nvidia-uvm, nvidia-uvm-tools and the
+        // NVSwitch's nvidia-nvswitch0 and nvidia-nvswitchctl.
+        13
     );
     std::fs::remove_file(dir.path().join("dev/nvidia3")).unwrap();
     let scan = discover(&root, &[node.clone(), gpus()]).unwrap();
-    assert_eq!(scan.candidates.len(), 10 + 8);
+    assert_eq!(scan.candidates.len(), 12 + 8);
     assert!(!ids(&scan).contains(&"nvidia3"));
     assert!(
         find(&scan, "0000:08:00.0").nodes.is_empty(),

@@ -236,3 +236,37 @@ async fn a_guest_may_grant_what_its_resource_grants() {
     );
     host.shutdown().await;
 }
+
+#[test]
+fn a_recorded_node_keeps_what_tells_its_admin_nodes_apart() {
+    // `record` copies /proc/devices and the capability files, so a
+    // snapshot refuses the same companion the node does.
+    let world = gpu_world("", "");
+    let root = wdp_hardware::HostRoot::new(world.root());
+    let scan = wdp_hardware::discover(
+        &root,
+        &[wdp_hardware::Selector::Nodes(wdp_hardware::NodeSelector {
+            path: "/dev/nvidia-caps/nvidia-cap*".into(),
+            optional: false,
+        })],
+    )
+    .unwrap();
+    let snapshot = world.tmp.path().join("snapshot");
+    wdp_hardware::record(&root, &scan.candidates, &snapshot).unwrap();
+    for file in [
+        "proc/devices",
+        "proc/driver/nvidia/capabilities/mig/config",
+        "proc/driver/nvidia/capabilities/mig/monitor",
+    ] {
+        assert!(snapshot.join(file).is_file(), "{file} not recorded");
+    }
+    let known = wdp_hardware::AdminNodes::read(&wdp_hardware::HostRoot::new(&snapshot));
+    let found = known
+        .classify(
+            &wdp_hardware::HostRoot::new(&snapshot),
+            std::path::Path::new("/dev/nvidia-caps/nvidia-cap2"),
+        )
+        .unwrap();
+    assert_eq!(found.kind, wdp_hardware::AdminNodeKind::NvidiaMigMonitor);
+    assert!(found.evidence.contains("mig/monitor"), "{}", found.evidence);
+}
