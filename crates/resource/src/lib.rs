@@ -21,7 +21,8 @@
 //! [`validate`], with [`companions`] added and
 //! administrative nodes refused by [`admin_grants`], and on DRA the partitions,
 //! counters, capacity and taints of [`dra_layout`]); `resource` is the
-//! per-resource swap point ([`Resource`]), `admission` the decisions on top of it
+//! per-resource swap point ([`Resource`]), whose health lines [`health_log`]
+//! rate-limits, `admission` the decisions on top of it
 //! ([`Resource::allocate`]) and [`dra_actions`] the DRA prepare and
 //! unprepare guests ([`Resource::dra_prepare`]); [`cdi`] writes CDI specs,
 //! through [`atomic_file`];
@@ -43,6 +44,7 @@ pub mod dra_actions;
 pub mod dra_layout;
 mod error;
 pub mod guest_call;
+pub mod health_log;
 pub mod limits;
 pub mod loading;
 pub mod metrics;

@@ -17,9 +17,10 @@ use wdp_hardware::{Candidate, ChangeWatcher, HostRoot};
 
 use crate::cdi;
 use crate::config::CdiMode;
-use crate::device_set::{DeviceSet, HealthChange, SharedDeviceSet, health_changes};
+use crate::device_set::{DeviceSet, SharedDeviceSet};
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
+use crate::health_log::{HealthLine, HealthLog};
 use crate::metrics::Metrics;
 use crate::pipeline::{self, DiscoveryState, Mode, Refreshed};
 use crate::spec::ResourceSpec;
@@ -52,6 +53,8 @@ pub struct Resource {
     cdi_dir: Option<PathBuf>,
     /// The CDI spec last written, to write only changes.
     cdi_written: Mutex<Option<cdi::Spec>>,
+    /// Which devices' health lines were logged lately (rate-limited).
+    health_log: Mutex<HealthLog>,
 }
 
 impl std::fmt::Debug for Resource {
@@ -90,6 +93,7 @@ impl Resource {
                 .ok(),
             cdi_dir,
             cdi_written: Mutex::new(None),
+            health_log: Mutex::new(HealthLog::default()),
             refresh_cost_nanos: AtomicU64::new(0),
         });
         let refreshed = resource.compute(Mode::Strict)?;
@@ -234,11 +238,54 @@ impl Resource {
             // megabytes for a large resource, which the allocator would keep.
             wdp_policy::release_free_memory();
         }
-        if let Some(previous) = previous {
-            tracing::info!(resource = %self.name, healthy, unhealthy, "device list changed");
-            log_health_changes(&self.name, &previous, &set);
-        }
+        self.log_health(previous.as_deref(), &set, healthy, unhealthy);
         changed
+    }
+
+    /// Logs the health changes from `previous` (when the set changed) to
+    /// `set`, rate-limited per device ([`HealthLog`]), and the lines of
+    /// devices whose left-out changes are due. "device list changed" is
+    /// INFO when it comes with health lines, DEBUG otherwise (a flapping
+    /// device would repeat it at every change).
+    fn log_health(
+        &self,
+        previous: Option<&DeviceSet>,
+        set: &DeviceSet,
+        healthy: usize,
+        unhealthy: usize,
+    ) {
+        let now = Instant::now();
+        let lines = {
+            let mut log = self
+                .health_log
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let mut lines = match previous {
+                Some(previous) => log.changes(previous, set, now),
+                None => Vec::new(),
+            };
+            lines.extend(log.catch_up(set, now));
+            lines
+        };
+        if previous.is_some() {
+            if lines.is_empty() {
+                tracing::debug!(resource = %self.name, healthy, unhealthy, "device list changed");
+            } else {
+                tracing::info!(resource = %self.name, healthy, unhealthy, "device list changed");
+            }
+        }
+        for line in &lines {
+            let message = line.message();
+            match line {
+                HealthLine::Healthy { id, .. } => {
+                    tracing::info!(resource = %self.name, device = %id, "{message}");
+                }
+                HealthLine::Unhealthy { id, .. } => {
+                    tracing::warn!(resource = %self.name, device = %id, "{message}");
+                }
+                HealthLine::More(_) => tracing::warn!(resource = %self.name, "{message}"),
+            }
+        }
     }
 
     /// Writes the resource's CDI spec when it differs from the last one
@@ -312,38 +359,6 @@ pub const POLL_COST_FACTOR: u32 = 100;
 /// times the last refresh's duration when that is longer.
 fn poll_wait(interval: Duration, last_cost: Duration) -> Duration {
     interval.max(last_cost.saturating_mul(POLL_COST_FACTOR))
-}
-
-/// The most health changes one refresh logs device by device; the rest
-/// are counted in one line (a node-wide event can turn thousands at once).
-const HEALTH_CHANGES_LOGGED: usize = 10;
-
-/// Logs which devices of `resource` turned unhealthy (WARN, with the
-/// reason) or healthy again (INFO) from `before` to `after`.
-fn log_health_changes(resource: &str, before: &DeviceSet, after: &DeviceSet) {
-    let changes = health_changes(before, after);
-    for change in changes.iter().take(HEALTH_CHANGES_LOGGED) {
-        match change {
-            HealthChange::Unhealthy { id, reason } => {
-                let reason = if reason.is_empty() {
-                    "no reason given"
-                } else {
-                    reason
-                };
-                tracing::warn!(resource, device = id, "device {id} is unhealthy: {reason}");
-            }
-            HealthChange::Recovered { id } => {
-                tracing::info!(resource, device = id, "device {id} is healthy again");
-            }
-        }
-    }
-    if changes.len() > HEALTH_CHANGES_LOGGED {
-        let more = changes.len() - HEALTH_CHANGES_LOGGED;
-        tracing::warn!(
-            resource,
-            "{more} more devices changed health (`wasm-device-plugin check` lists every device with its reason)"
-        );
-    }
 }
 
 #[cfg(test)]
