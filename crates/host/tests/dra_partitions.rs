@@ -8,6 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use common::WAIT;
 use common::dra_world::*;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 
@@ -439,5 +440,64 @@ async fn a_shared_gpu_serves_claims_their_memory_admin_access_takes_nothing_and_
         assert_eq!(unprepare_one(&endpoint, claim).await, "");
         assert!(device_statuses(&w, claim).is_empty());
     }
+    host.shutdown().await;
+}
+
+/// Each counter set's GPU: the published name of the whole device that
+/// consumes it.
+fn set_owners(slices: &[ResourceSlice]) -> BTreeMap<String, String> {
+    published_devices(slices)
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with("gpu-"))
+        .filter_map(|(name, device)| {
+            let set = device["consumesCounters"][0]["counterSet"]
+                .as_str()?
+                .to_owned();
+            Some((set, name))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unplugged_gpu_keeps_its_place_and_no_counter_set_moves_to_other_hardware() {
+    let w = partitions_world("").await;
+    let host = w.start().await;
+    common::dra_world::wait_for_socket(&w.registration_socket()).await;
+    w.register().await;
+    w.wait_published(WHOLE_AND_PARTITIONS).await;
+    let before = set_owners(&w.api.slices_of(NODE, DRIVER));
+    assert_eq!(before.len(), 8, "{before:?}");
+
+    // Hot-unplug the third GPU (0000:07:00.0): its bus entry goes.
+    let gone = "0000:07:00.0";
+    std::fs::remove_file(w.world.root().join("sys/bus/pci/devices").join(gone)).unwrap();
+    let gone_name = name_of(gone);
+    w.api
+        .wait_for_slices(
+            |slices| {
+                // The whole pool written again: the gone GPU tainted, and
+                // every set's owner in the slices.
+                let slices: Vec<ResourceSlice> = slices
+                    .iter()
+                    .filter(|s| s.spec.driver == DRIVER)
+                    .cloned()
+                    .collect();
+                set_owners(&slices).len() == 8
+                    && slices
+                        .iter()
+                        .flat_map(|s| s.spec.devices.iter().flatten())
+                        .any(|d| {
+                            d.name == gone_name && d.taints.as_ref().is_some_and(|t| !t.is_empty())
+                        })
+            },
+            WAIT,
+        )
+        .await
+        .unwrap();
+
+    // Every set (and so every partition drawing on it) still stands on
+    // the GPU it stood on.
+    let after = set_owners(&w.api.slices_of(NODE, DRIVER));
+    assert_eq!(after, before);
     host.shutdown().await;
 }

@@ -198,6 +198,12 @@ pub fn run(
             devices.push(old.clone());
         }
     }
+    // Health, layout and taint guests see the devices in ID order, gone
+    // ones in their place: a device that goes neither moves the others
+    // nor moves itself (a guest naming things by position keeps its names).
+    if !devices.is_sorted_by(|a, b| a.id <= b.id) {
+        devices.sort_by(|a, b| a.id.cmp(&b.id));
+    }
     validate::devices(&devices, &known).map_err(refuse)?;
 
     // Health: the built-in presence rule, refined by the guest's verdicts.
