@@ -59,7 +59,7 @@ pub use pool::{CounterSet, PoolContent};
 pub use problem::DeviceProblem;
 pub use publisher::{
     DEFAULT_MIN_WRITE_INTERVAL, MAX_RETRY_AFTER, PublishStatus, PublishedPool, PublisherHandle,
-    SlicePublisher,
+    SlicePublisher, WriteFence,
 };
 pub use validate::{
     MAX_ATTRIBUTE_VALUE_LEN, MAX_ATTRIBUTES_PER_DEVICE, MAX_TAINTS_PER_DEVICE, PoolCheck,

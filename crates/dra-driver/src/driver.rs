@@ -153,10 +153,11 @@ impl DraDriver {
             .with_min_write_interval(resource.spec().config.publish_interval);
         let spawn_publisher = api.spawn_publisher.clone();
         let publisher_stop = stop.clone();
+        let fence = handover.write_fence();
         let slices = SliceSync::start(
             driver,
             resource.subscribe(),
-            Box::new(move || spawn_publisher(target.clone(), &publisher_stop)),
+            Box::new(move || spawn_publisher(target.clone(), fence.clone(), &publisher_stop)),
             handover.leading(),
             resource.metrics().clone(),
         );

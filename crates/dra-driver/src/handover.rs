@@ -18,11 +18,13 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use wdp_dra_client::WriteFence;
 
 use crate::file_stamp::FileStamp;
 
@@ -38,6 +40,8 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// One instance's claim to publish a driver's slices.
 #[derive(Debug)]
 pub struct Handover {
+    /// The files, for the write fence.
+    files: Arc<Files>,
     leading: watch::Receiver<bool>,
     stop: CancellationToken,
     task: JoinHandle<()>,
@@ -168,8 +172,9 @@ impl Handover {
         }
         let (leading_tx, leading) = watch::channel(true);
         let stop = parent.child_token();
-        let task = tokio::spawn(follow(files, alive.ok(), leading_tx, stop.clone()));
+        let task = tokio::spawn(follow(files.clone(), alive.ok(), leading_tx, stop.clone()));
         Self {
+            files: Arc::new(files),
             leading,
             stop,
             task,
@@ -179,6 +184,18 @@ impl Handover {
     /// Whether this instance publishes now; changes as instances come and go.
     pub fn leading(&self) -> watch::Receiver<bool> {
         self.leading.clone()
+    }
+
+    /// The publisher's write fence: open while the publisher file names
+    /// this instance (or cannot be read, as with a read-only state folder),
+    /// read afresh at every call. [`Self::leading`] learns of a newer
+    /// instance within [`LOOK`]; the fence closes the moment the newer one
+    /// has named itself, which it does before its first write, so from its
+    /// first write on this instance starts no pass of its own (one already
+    /// sent to the API server may still land: the bound is one pass).
+    pub fn write_fence(&self) -> WriteFence {
+        let files = Arc::clone(&self.files);
+        Arc::new(move || files.publisher().is_none_or(|id| id == files.instance))
     }
 
     /// Stops following; this instance's lock file goes (the next instance
@@ -246,6 +263,27 @@ mod tests {
                 .path()
                 .join("dra/d.example.com.instances/pod-new")
                 .exists()
+        );
+        old.stop().await;
+    }
+
+    #[tokio::test]
+    async fn the_older_instances_fence_closes_the_moment_a_newer_one_names_itself() {
+        let state = tempfile::tempdir().unwrap();
+        let shutdown = CancellationToken::new();
+        let old = Handover::start(state.path(), "d.example.com", "pod-old", &shutdown);
+        let fence = old.write_fence();
+        assert!(fence());
+        // No wait for the old instance's follower: the newer one has named
+        // itself, and that is enough to close the fence.
+        let new = Handover::start(state.path(), "d.example.com", "pod-new", &shutdown);
+        assert!(!fence());
+        assert!(new.write_fence()());
+        new.stop().await;
+        until(old.leading(), true).await;
+        assert!(
+            fence(),
+            "open again once the old instance took the pool back"
         );
         old.stop().await;
     }

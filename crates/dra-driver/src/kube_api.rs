@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use wdp_dra_client::{PoolTarget, PublisherHandle, SlicePublisher};
+use wdp_dra_client::{PoolTarget, PublisherHandle, SlicePublisher, WriteFence};
 
 use crate::claim::StatusWriter;
 use crate::error::DraError;
@@ -19,9 +19,10 @@ use crate::service::ClaimReader;
 /// with a reason instead of the call with a deadline.
 pub const CLAIM_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Starts the slice publisher of one pool.
+/// Starts the slice publisher of one pool, writing only while its fence
+/// allows.
 pub type PublisherSpawner =
-    Arc<dyn Fn(PoolTarget, &CancellationToken) -> PublisherHandle + Send + Sync>;
+    Arc<dyn Fn(PoolTarget, WriteFence, &CancellationToken) -> PublisherHandle + Send + Sync>;
 
 /// What DRA drivers need of the API server.
 #[derive(Clone)]
@@ -92,8 +93,8 @@ pub async fn connect(
             }
         })
     });
-    let spawn_publisher: PublisherSpawner = Arc::new(move |target, shutdown| {
-        SlicePublisher::spawn(client.clone(), target, shutdown.clone())
+    let spawn_publisher: PublisherSpawner = Arc::new(move |target, fence, shutdown| {
+        SlicePublisher::spawn_fenced(client.clone(), target, fence, shutdown.clone())
     });
     Ok(DraApi {
         read_claim,

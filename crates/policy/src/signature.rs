@@ -5,7 +5,7 @@
 //! in ASN.1 DER. Two encodings of that DER are accepted, so both common
 //! tools work unchanged:
 //! - base64 text (what `cosign sign-blob --key … --output-signature` and
-//!   [`sign`] write; surrounding whitespace ignored);
+//!   [`GuestSigningKey::sign`] write; surrounding whitespace ignored);
 //! - the raw DER bytes (what `openssl dgst -sha256 -sign key.pem` writes).
 //!
 //! Trusted keys are PEM public keys (`-----BEGIN PUBLIC KEY-----`, the
@@ -261,7 +261,7 @@ pub fn read_signature(guest: &Path) -> Result<Option<Vec<u8>>, SignatureError> {
     }
 }
 
-/// A signing key for [`sign`].
+/// A key guests are signed with (`package --sign-key`).
 pub struct GuestSigningKey {
     key: SigningKey,
     public: TrustedKey,

@@ -67,6 +67,8 @@ pub struct PublishStatus {
     pub passes: u64,
     /// Passes that failed so far (each retried after a growing delay).
     pub failed_passes: u64,
+    /// Passes the write fence held back (another instance publishes).
+    pub fenced_passes: u64,
 }
 
 /// The pool as a successful pass left it on the server.
@@ -81,6 +83,9 @@ pub struct PublishedPool {
     /// When that pass ended.
     pub at: SystemTime,
 }
+
+/// Whether a publisher may write now; asked right before every pass.
+pub type WriteFence = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Starts publishers (a namespace for [`SlicePublisher::spawn`]).
 #[derive(Debug)]
@@ -98,6 +103,21 @@ impl SlicePublisher {
         target: PoolTarget,
         shutdown: CancellationToken,
     ) -> PublisherHandle {
+        Self::spawn_fenced(client, target, Arc::new(|| true), shutdown)
+    }
+
+    /// [`Self::spawn`], asking `fence` right before every pass whether this
+    /// publisher may still write: a pass it refuses is not made (the wanted
+    /// change stays pending, written when the fence allows again). The host
+    /// passes a fence that reads, at that very moment, which instance
+    /// publishes, so an instance that another has just taken over from
+    /// writes nothing more, however late it learns it otherwise.
+    pub fn spawn_fenced(
+        client: Client,
+        target: PoolTarget,
+        fence: WriteFence,
+        shutdown: CancellationToken,
+    ) -> PublisherHandle {
         let api: Api<ResourceSlice> = Api::all(client);
         let (desired_sender, desired_receiver) = watch::channel(None);
         let (status_sender, status_receiver) = watch::channel(PublishStatus::default());
@@ -109,6 +129,7 @@ impl SlicePublisher {
             desired: desired_receiver,
             write_interval: interval_receiver,
             status: status_sender,
+            fence,
             stop: stop.clone(),
         }));
         PublisherHandle {

@@ -8,7 +8,9 @@
 //! failure's backoff or the server's `Retry-After` ends; wanted changes
 //! meanwhile coalesce and the pass then writes the newest list, so a broken
 //! or overloaded server is never hammered and a flapping device costs at most
-//! one pass per interval. Errors are logged at WARN once per change of error
+//! one pass per interval. Right before a pass, the write fence is asked
+//! whether this publisher may still write (another instance may have taken
+//! the pool over); a refused pass waits and asks again. Errors are logged at WARN once per change of error
 //! state (what failed, the HTTP status, the wait), recovery at INFO; what
 //! the pass left out of the pool at WARN when it changes; a kind of field
 //! found dropped by the server at WARN once, followed by another pass that
@@ -32,6 +34,9 @@ use crate::plan::PoolTarget;
 use crate::pool::PoolContent;
 use crate::problem::DeviceProblem;
 
+/// How often a closed write fence is asked again while a pass waits.
+const FENCE_RECHECK: Duration = Duration::from_millis(100);
+
 /// Everything the task owns.
 pub(crate) struct PublisherTask {
     pub api: Api<ResourceSlice>,
@@ -39,6 +44,8 @@ pub(crate) struct PublisherTask {
     pub desired: watch::Receiver<Option<Arc<PoolContent>>>,
     pub write_interval: watch::Receiver<Duration>,
     pub status: watch::Sender<PublishStatus>,
+    /// Asked right before every pass; a pass it refuses is not made.
+    pub fence: super::WriteFence,
     pub stop: CancellationToken,
 }
 
@@ -72,6 +79,19 @@ pub(crate) async fn run(mut task: PublisherTask) {
         };
         let pending = dirty && desired.is_some();
         if let Some(content) = desired.filter(|_| pending && pacing.allows(Instant::now())) {
+            if !(task.fence)() {
+                // Another instance publishes now: write nothing, and wait
+                // for this task to be stopped (or the fence to open again
+                // with the next wanted change).
+                tracing::debug!(%driver, %node, "the write fence is closed: this pass is not made");
+                task.status.send_modify(|status| status.fenced_passes += 1);
+                tokio::select! {
+                    _ = task.stop.cancelled() => break,
+                    changed = task.desired.changed() => if changed.is_err() { break },
+                    _ = tokio::time::sleep(FENCE_RECHECK) => {}
+                }
+                continue;
+            }
             dirty = false;
             pacing.started(Instant::now());
             let was_dropping_taints = memory.taints_dropped;
