@@ -57,6 +57,6 @@ pub use error::DraError;
 pub use health::HealthService;
 pub use kube_api::{DraApi, connect};
 pub use publish::SliceSync;
-pub use report::{DraReport, dra_report};
+pub use report::{DraReport, check_publishable, dra_report};
 /// What [`DraDriver::publish_status`] reports, from the slice publisher.
 pub use wdp_dra_client::PublishStatus;

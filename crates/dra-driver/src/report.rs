@@ -9,8 +9,11 @@ use std::collections::HashMap;
 use wdp_dra_client::{
     AttributeValue, CounterSet, DraDevice, PoolContent, PoolTarget, ServerVersion,
 };
-use wdp_resource::Resource;
+use wdp_policy::Hook;
+use wdp_resource::spec::ResourceSpec;
+use wdp_resource::{DeviceSet, Resource};
 
+use crate::devices::DraDeviceList;
 use crate::error::DraError;
 use crate::standard_attributes::STANDARD_PREFIX;
 
@@ -37,17 +40,7 @@ pub struct DraReport {
 pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraError> {
     let set = resource.devices();
     let list = crate::devices::dra_devices(driver, &set);
-    let file = resource.spec().config.file.clone();
-    if let Some(unnamed) = list
-        .problems
-        .iter()
-        .find(|p| matches!(p, crate::devices::DeviceProblem::Unnamed { .. }))
-    {
-        return Err(DraError::UnnamedDevice {
-            file,
-            problem: unnamed.to_string(),
-        });
-    }
+    refuse_unpublishable(&resource.spec(), &list)?;
     let names: Vec<(String, String)> = set
         .devices()
         .iter()
@@ -88,6 +81,44 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
         standard_attributes,
         layout,
         problems,
+    })
+}
+
+/// What `check`, the first load and every reload refuse alike in a DRA
+/// resource's device set (`set`, as `spec` would advertise it): a device
+/// or partition whose ID has no DRA name, which would silently be left out
+/// of the pool. The error names the resource file and, when a guest made
+/// the device (discovery) or the partition (dra-layout), that guest and
+/// hook.
+pub fn check_publishable(
+    spec: &ResourceSpec,
+    driver: &str,
+    set: &DeviceSet,
+) -> Result<(), DraError> {
+    refuse_unpublishable(spec, &crate::devices::dra_devices(driver, set))
+}
+
+fn refuse_unpublishable(spec: &ResourceSpec, list: &DraDeviceList) -> Result<(), DraError> {
+    let Some(unnamed) = list
+        .problems
+        .iter()
+        .find(|p| matches!(p, crate::devices::DeviceProblem::Unnamed { .. }))
+    else {
+        return Ok(());
+    };
+    let made_by = [Hook::DraLayout, Hook::Discovery]
+        .into_iter()
+        .find_map(|hook| {
+            spec.bound(hook)
+                .map(|(_, guest)| (hook, guest.name().to_owned()))
+        });
+    let problem = match made_by {
+        Some((hook, guest)) => format!("guest {guest}, hook {hook}: {unnamed}"),
+        None => unnamed.to_string(),
+    };
+    Err(DraError::UnnamedDevice {
+        file: spec.config.file.clone(),
+        problem,
     })
 }
 

@@ -13,7 +13,9 @@ use wdp_hardware::HostRoot;
 use wdp_policy::PolicyEngine;
 use wdp_resource::loading::{load_changed_specs, ms};
 use wdp_resource::spec::ResourceSpec;
-use wdp_resource::{ConfigSet, Metrics, Resource, ResourceError};
+use wdp_resource::{ConfigSet, DeviceSet, Metrics, Resource};
+
+use crate::error::HostError;
 
 /// What a reload changed, by resource name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -65,14 +67,17 @@ pub(crate) fn plan(
     config: &ConfigSet,
     running: &BTreeMap<String, Arc<Resource>>,
     started: Instant,
-) -> Result<ReloadPlan, ResourceError> {
+) -> Result<ReloadPlan, HostError> {
     let specs = load_changed_specs(&inputs.engine, config, running)?;
     tracing::debug!(elapsed_ms = ms(started), "reload: guests prepared");
     let mut fresh: BTreeMap<String, Arc<Resource>> = BTreeMap::new();
     for (name, spec) in &specs {
         match running.get(name) {
             Some(existing) if existing.spec().same_as(spec) => {}
-            Some(existing) => existing.dry_run(spec)?,
+            Some(existing) => {
+                let set = existing.dry_run(spec)?;
+                check_publishable(spec, &set)?;
+            }
             None => {
                 let (resource, warnings) = Resource::new(
                     spec.clone(),
@@ -80,6 +85,7 @@ pub(crate) fn plan(
                     inputs.metrics.clone(),
                     Some(inputs.cdi_dir.clone()),
                 )?;
+                check_publishable(spec, &resource.devices())?;
                 for warning in warnings {
                     tracing::warn!(resource = %name, %warning, "hardware scan");
                 }
@@ -92,4 +98,14 @@ pub(crate) fn plan(
         "reload: changed resources dry-run"
     );
     Ok(ReloadPlan { specs, fresh })
+}
+
+/// For a DRA resource, what `check` refuses of the device set `spec` would
+/// publish ([`wdp_dra_driver::check_publishable`]): the same refusal at
+/// start, at every reload and in `check`.
+pub(crate) fn check_publishable(spec: &ResourceSpec, set: &DeviceSet) -> Result<(), HostError> {
+    match &spec.config.driver {
+        Some(driver) => Ok(wdp_dra_driver::check_publishable(spec, driver, set)?),
+        None => Ok(()),
+    }
 }

@@ -105,10 +105,16 @@ impl Host {
                 load_specs(&engine, &config)?
                     .into_values()
                     .map(|spec| {
-                        Resource::new(spec, root.clone(), metrics.clone(), Some(cdi_dir.clone()))
+                        let loaded = Resource::new(
+                            spec.clone(),
+                            root.clone(),
+                            metrics.clone(),
+                            Some(cdi_dir.clone()),
+                        )?;
+                        reload::check_publishable(&spec, &loaded.0.devices())?;
+                        Ok(loaded)
                     })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(HostError::from)
+                    .collect::<Result<Vec<_>, HostError>>()
             })
             .await
             .map_err(HostError::Task)??

@@ -501,3 +501,62 @@ async fn an_unplugged_gpu_keeps_its_place_and_no_counter_set_moves_to_other_hard
     assert_eq!(after, before);
     host.shutdown().await;
 }
+
+/// Configurations `check` refuses, each with what its refusal must say:
+/// a node device whose ID cannot become a DRA name (22 capital letters
+/// encode to 66 characters), and the partitions guest answering its
+/// layout with an error (a profile it cannot read).
+fn refused_configs() -> Vec<(String, Vec<&'static str>)> {
+    let head = format!(
+        "version = 1\nresource = \"example.com/gpu\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n"
+    );
+    vec![
+        (
+            format!("{head}[[nodes]]\npath = \"/dev/ABCDEFGHIJKLMNOPQRSTUV\"\n"),
+            vec!["gpu.toml", "\"ABCDEFGHIJKLMNOPQRSTUV\" is not published"],
+        ),
+        (
+            partitions_config("profiles = \"1g.10gb\"\n"),
+            vec!["gpu.toml", "partitions.wasm", "dra-layout", "profiles"],
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_check_refuses_is_refused_at_start_and_at_reload_the_same_way() {
+    let w = partitions_world("").await;
+    w.world.write_host("/dev/ABCDEFGHIJKLMNOPQRSTUV", "");
+    let host = w.start().await;
+    common::dra_world::wait_for_socket(&w.registration_socket()).await;
+    w.register().await;
+    w.wait_published(WHOLE_AND_PARTITIONS).await;
+    let good = partitions_config("");
+
+    for (config, says) in refused_configs() {
+        w.world.write_config("gpu.toml", &config);
+        let checked = wdp_host::check(&w.world.config(), &w.world.root())
+            .unwrap_err()
+            .to_string();
+        let reloaded = host.reload().await.unwrap_err().to_string();
+        let started = wdp_host::Host::start(w.options(), wdp_resource::Metrics::new())
+            .await
+            .unwrap_err()
+            .to_string();
+        for (path, error) in [
+            ("check", &checked),
+            ("reload", &reloaded),
+            ("start", &started),
+        ] {
+            for part in &says {
+                assert!(error.contains(part), "{path}: {part}: {error}");
+            }
+        }
+        // The last good pool stays.
+        assert_eq!(
+            published_devices(&w.api.slices_of(NODE, DRIVER)).len(),
+            WHOLE_AND_PARTITIONS
+        );
+        w.world.write_config("gpu.toml", &good);
+    }
+    host.shutdown().await;
+}

@@ -142,14 +142,15 @@ impl Resource {
     }
 
     /// Computes what `spec` would advertise, without publishing anything:
-    /// a reload's check before the swap. Blocking.
-    pub fn dry_run(&self, spec: &ResourceSpec) -> Result<(), ResourceError> {
+    /// a reload's check before the swap; answers that device set. Blocking.
+    pub fn dry_run(&self, spec: &ResourceSpec) -> Result<SharedDeviceSet, ResourceError> {
         let mut scratch = self
             .discovery
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        pipeline::run(spec, &self.root, &self.caller, &mut scratch, Mode::Strict).map(drop)
+        pipeline::run(spec, &self.root, &self.caller, &mut scratch, Mode::Strict)
+            .map(|refreshed| refreshed.set)
     }
 
     /// Swaps in a new spec (config and guests) atomically. In-flight calls
