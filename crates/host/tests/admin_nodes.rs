@@ -10,8 +10,7 @@
 
 mod common;
 
-use common::{WAIT, World};
-use wdp_kubelet_api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
+use common::{WAIT, World, allocate_one};
 
 const GPU: &str = "example.com/gpu";
 const MIG_CAPS: &str = "[[companion-nodes]]\npath = \"/dev/nvidia-caps/nvidia-cap*\"\n";
@@ -39,12 +38,14 @@ fn write_gpu(world: &World, top: &str, tables: &str) {
     );
 }
 
-fn allocate_one(id: &str) -> AllocateRequest {
-    AllocateRequest {
-        container_requests: vec![ContainerAllocateRequest {
-            devices_ids: vec![id.to_owned()],
-        }],
-    }
+/// The host paths of an admitted container's device specs.
+fn host_paths(admission: &wdp_kubelet_sim::Admission) -> Vec<&str> {
+    admission
+        .response
+        .devices
+        .iter()
+        .map(|d| d.host_path.as_str())
+        .collect()
 }
 
 #[test]
@@ -123,12 +124,7 @@ async fn a_resource_that_grants_the_mig_capabilities_by_name_hands_them_out() {
     let host = world.start().await;
     kubelet.wait_registered(GPU, 1, WAIT).await.unwrap();
     let admission = kubelet.admit(GPU, 1).await.unwrap();
-    let paths: Vec<&str> = admission
-        .response
-        .devices
-        .iter()
-        .map(|d| d.host_path.as_str())
-        .collect();
+    let paths = host_paths(&admission);
     assert!(paths.contains(&"/dev/nvidia-caps/nvidia-cap1"), "{paths:?}");
     assert!(paths.contains(&"/dev/nvidia-caps/nvidia-cap2"), "{paths:?}");
     host.shutdown().await;
@@ -155,12 +151,7 @@ async fn a_start_and_a_reload_adding_an_admin_companion_are_refused_and_the_last
     assert!(error.contains("/dev/nvidia-caps/nvidia-cap1"), "{error}");
 
     let admission = kubelet.admit(GPU, 1).await.unwrap();
-    let paths: Vec<&str> = admission
-        .response
-        .devices
-        .iter()
-        .map(|d| d.host_path.as_str())
-        .collect();
+    let paths = host_paths(&admission);
     assert_eq!(paths.len(), 2, "the GPU and nvidiactl only: {paths:?}");
     assert!(!paths.iter().any(|p| p.contains("nvidia-cap")), "{paths:?}");
     host.shutdown().await;

@@ -4,18 +4,9 @@
 
 mod common;
 
-use common::{WAIT, World};
-use wdp_kubelet_api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
+use common::{WAIT, World, allocate_one};
 
 const PINNED: &str = "example.com/pinned";
-
-fn allocate_one(id: &str) -> AllocateRequest {
-    AllocateRequest {
-        container_requests: vec![ContainerAllocateRequest {
-            devices_ids: vec![id.to_owned()],
-        }],
-    }
-}
 
 /// One device node served with `guests/allocate.wasm` (the allocate
 /// shaper) as its allocate guest, pinned to `pin`.

@@ -5,18 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{WAIT, World, sample, wait_metrics};
-use wdp_kubelet_api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
+use common::{WAIT, World, allocate_one, sample, wait_metrics};
 
 const GPU: &str = "example.com/gpu";
-
-fn allocate_one(id: &str) -> AllocateRequest {
-    AllocateRequest {
-        container_requests: vec![ContainerAllocateRequest {
-            devices_ids: vec![id.to_owned()],
-        }],
-    }
-}
 
 /// The 8-GPU fixture server with `health` as the health guest (timeout
 /// `timeout_ms`), the example allocate guest, and `extra` appended to the

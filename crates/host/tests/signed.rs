@@ -11,8 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{WAIT, World};
-use wdp_kubelet_api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
+use common::{WAIT, World, allocate_one};
 
 const SIGNED: &str = "example.com/signed";
 
@@ -161,14 +160,6 @@ fn a_trusted_key_that_cannot_be_read_is_refused_by_file_and_field() {
         error.contains("guest-signatures.trusted-keys[0]"),
         "{error}"
     );
-}
-
-fn allocate_one(id: &str) -> AllocateRequest {
-    AllocateRequest {
-        container_requests: vec![ContainerAllocateRequest {
-            devices_ids: vec![id.to_owned()],
-        }],
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

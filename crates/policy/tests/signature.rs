@@ -50,6 +50,23 @@ fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (dir.join(private), dir.join(public))
 }
 
+/// Signs `allocate.wasm` in `dir` with `private` into `allocate.wasm.sig`,
+/// as `openssl dgst -sha256 -sign` writes it (raw DER).
+fn sign_with_openssl(dir: &Path, private: &Path) {
+    openssl(
+        dir,
+        &[
+            "dgst",
+            "-sha256",
+            "-sign",
+            private.to_str().unwrap(),
+            "-out",
+            "allocate.wasm.sig",
+            "allocate.wasm",
+        ],
+    );
+}
+
 /// A stand-in guest file (any bytes: signatures do not care what they sign).
 fn guest(dir: &Path) -> PathBuf {
     let path = dir.join("allocate.wasm");
@@ -72,18 +89,7 @@ fn a_signature_made_by_openssl_verifies_raw_or_base64() {
     let keys = TrustedKeys::new([TrustedKey::read(&public).unwrap()]);
 
     // `openssl dgst -sha256 -sign` writes the raw DER signature.
-    openssl(
-        dir.path(),
-        &[
-            "dgst",
-            "-sha256",
-            "-sign",
-            private.to_str().unwrap(),
-            "-out",
-            "allocate.wasm.sig",
-            "allocate.wasm",
-        ],
-    );
+    sign_with_openssl(dir.path(), &private);
     assert_eq!(signature_path(&guest), dir.path().join("allocate.wasm.sig"));
     assert!(verify(&keys, &guest).unwrap().ends_with("release.pub"));
 
@@ -107,18 +113,7 @@ fn tampered_unsigned_wrong_key_and_malformed_are_refused_naming_what_was_tried()
     assert!(unsigned.contains("allocate.wasm.sig"), "{unsigned}");
     assert!(unsigned.contains("release.pub"), "{unsigned}");
 
-    openssl(
-        dir.path(),
-        &[
-            "dgst",
-            "-sha256",
-            "-sign",
-            private.to_str().unwrap(),
-            "-out",
-            "allocate.wasm.sig",
-            "allocate.wasm",
-        ],
-    );
+    sign_with_openssl(dir.path(), &private);
     // Signed by a key not trusted.
     let theirs = TrustedKeys::new([TrustedKey::read(&other).unwrap()]);
     let wrong_key = verify(&theirs, &guest).unwrap_err().to_string();

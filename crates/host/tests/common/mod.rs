@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 use wdp_host::{Host, HostOptions};
+use wdp_kubelet_api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
 use wdp_kubelet_sim::SimKubelet;
 use wdp_resource::Metrics;
 
@@ -16,6 +17,15 @@ pub mod dra_world;
 
 /// Generous bound for events that normally take milliseconds.
 pub const WAIT: Duration = Duration::from_secs(20);
+
+/// An `Allocate` request for one container asking for device `id`.
+pub fn allocate_one(id: &str) -> AllocateRequest {
+    AllocateRequest {
+        container_requests: vec![ContainerAllocateRequest {
+            devices_ids: vec![id.to_owned()],
+        }],
+    }
+}
 
 /// A scratch world: host root, config dir and device-plugin folder.
 pub struct World {
