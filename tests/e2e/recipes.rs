@@ -640,9 +640,9 @@ fn test_prints_the_partitions_recipes_layout() {
     assert_eq!(code, 0, "{out}{err}");
     for line in [
         "DRA driver gpu.example.com (registers through the kubelet's plugin watcher)",
-        "counter set gpu-0: memory=80Gi slices=7",
-        "device 0000-3a03-3a00-2e0: consumes memory=80Gi slices=7 from gpu-0",
-        "device gpu-7-3g-40gb-1: partition of 0000-3a88-3a00-2e0; consumes memory=40Gi slices=3 from gpu-7",
+        "counter set gpu-0000-03-00-0: memory=80Gi slices=7",
+        "device 0000-3a03-3a00-2e0: consumes memory=80Gi slices=7 from gpu-0000-03-00-0",
+        "device gpu-0000-88-00-0-3g-40gb-1: partition of 0000-3a88-3a00-2e0; consumes memory=40Gi slices=3 from gpu-0000-88-00-0",
         "published on a 1.34 server: 1 slices",
         "published on a 1.35+ server: 3 slices",
     ] {

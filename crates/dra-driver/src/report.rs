@@ -29,7 +29,7 @@ pub struct DraReport {
     /// none are left out.
     pub standard_attributes: Vec<(String, Vec<String>)>,
     /// The layout as published, one line per counter set, partition and
-    /// device with counters or capacity (e.g. `counter set gpu-0: memory=80Gi slices=7`).
+    /// device with counters or capacity (e.g. `counter set gpu-0000-03-00-0: memory=80Gi slices=7`).
     pub layout: Vec<String>,
     /// Attributes left out, and the slice rejections `validate` predicts.
     pub problems: Vec<String>,

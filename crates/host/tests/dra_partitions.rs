@@ -115,13 +115,13 @@ async fn partitions_are_published_with_counters_created_at_prepare_and_removed_a
     let sets = published_counter_sets(&slices);
     assert_eq!(sets.len(), 8, "{sets:?}");
     assert_eq!(
-        sets["gpu-0"]["counters"],
+        sets["gpu-0000-03-00-0"]["counters"],
         serde_json::json!({"memory": {"value": "80Gi"}, "slices": {"value": "7"}})
     );
-    let partition = &devices["gpu-0-1g-10gb-0"];
+    let partition = &devices["gpu-0000-03-00-0-1g-10gb-0"];
     assert_eq!(
         partition["consumesCounters"],
-        serde_json::json!([{"counterSet": "gpu-0", "counters": {"memory": {"value": "10Gi"}, "slices": {"value": "1"}}}])
+        serde_json::json!([{"counterSet": "gpu-0000-03-00-0", "counters": {"memory": {"value": "10Gi"}, "slices": {"value": "1"}}}])
     );
     assert_eq!(
         partition["attributes"][format!("{DRIVER}/profile")],
@@ -135,11 +135,16 @@ async fn partitions_are_published_with_counters_created_at_prepare_and_removed_a
 
     // Prepare: the guest creates the partition through the granted write,
     // and its status lands in the claim.
-    let claimed = w.api.put_claim(partition_claim("mig", "gpu-0-1g-10gb-0"));
+    let claimed = w
+        .api
+        .put_claim(partition_claim("mig", "gpu-0000-03-00-0-1g-10gb-0"));
     let answer = prepare_one(&endpoint, &claimed).await;
     assert_eq!(answer.error, "");
     let gpu = gpu_dirs(&w).remove(0);
-    assert_eq!(read(gpu.join("partition_create")), "gpu-0-1g-10gb-0");
+    assert_eq!(
+        read(gpu.join("partition_create")),
+        "gpu-0000-03-00-0-1g-10gb-0"
+    );
     let spec = read_cdi_spec(&spec_of(&w, &claimed));
     assert!(
         spec.to_string().contains("/dev/nvidia0"),
@@ -147,7 +152,7 @@ async fn partitions_are_published_with_counters_created_at_prepare_and_removed_a
     );
     let statuses = device_statuses(&w, &claimed);
     assert_eq!(statuses.len(), 1, "{statuses:?}");
-    assert_eq!(statuses[0]["device"], "gpu-0-1g-10gb-0");
+    assert_eq!(statuses[0]["device"], "gpu-0000-03-00-0-1g-10gb-0");
     assert_eq!(statuses[0]["driver"], DRIVER);
     assert_eq!(statuses[0]["conditions"][0]["type"], "Ready");
     assert_eq!(statuses[0]["conditions"][0]["status"], "True");
@@ -163,17 +168,22 @@ async fn partitions_are_published_with_counters_created_at_prepare_and_removed_a
 
     // Another claim cannot take the same partition; a second partition
     // of the same GPU is fine (the scheduler counts the counters).
-    let twice = w.api.put_claim(partition_claim("twice", "gpu-0-1g-10gb-0"));
+    let twice = w
+        .api
+        .put_claim(partition_claim("twice", "gpu-0000-03-00-0-1g-10gb-0"));
     let error = prepare_one(&endpoint, &twice).await.error;
     assert!(error.contains("already prepared for claim"), "{error}");
     let beside = w
         .api
-        .put_claim(partition_claim("beside", "gpu-0-3g-40gb-0"));
+        .put_claim(partition_claim("beside", "gpu-0000-03-00-0-3g-40gb-0"));
     assert_eq!(prepare_one(&endpoint, &beside).await.error, "");
 
     // Unprepare: removed through the guest, the status goes.
     assert_eq!(unprepare_one(&endpoint, &claimed).await, "");
-    assert_eq!(read(gpu.join("partition_remove")), "-gpu-0-1g-10gb-0");
+    assert_eq!(
+        read(gpu.join("partition_remove")),
+        "-gpu-0000-03-00-0-1g-10gb-0"
+    );
     assert!(device_statuses(&w, &claimed).is_empty());
     assert!(!spec_of(&w, &claimed).exists());
     host.shutdown().await;
@@ -183,7 +193,19 @@ async fn partitions_are_published_with_counters_created_at_prepare_and_removed_a
 async fn a_create_that_fails_half_the_time_fails_only_its_claims_and_is_undone() {
     let w = partitions_world("fail-create = \"half\"\n").await;
     let (host, endpoint) = w.serving_count(WHOLE_AND_PARTITIONS).await;
-    let claims: Vec<ResourceClaim> = (0..8)
+    // The fixture's eight GPUs, as the guest names them (by PCI address).
+    let gpus = [
+        "0000-03-00-0",
+        "0000-04-00-0",
+        "0000-07-00-0",
+        "0000-08-00-0",
+        "0000-83-00-0",
+        "0000-84-00-0",
+        "0000-87-00-0",
+        "0000-88-00-0",
+    ];
+    let claims: Vec<ResourceClaim> = gpus
+        .into_iter()
         .flat_map(|gpu| (0..3).map(move |i| (gpu, i)))
         .map(|(gpu, i)| {
             w.api.put_claim(partition_claim(
@@ -384,7 +406,7 @@ async fn a_shared_gpu_serves_claims_their_memory_admin_access_takes_nothing_and_
     assert_eq!(memory["value"], "80Gi", "{gpu}");
     assert_eq!(memory["requestPolicy"]["default"], "10Gi", "{gpu}");
     // The guest's taint, on whole devices and partitions alike.
-    for name in [name_of(GPU_A), "gpu-0-1g-10gb-0".to_owned()] {
+    for name in [name_of(GPU_A), "gpu-0000-03-00-0-1g-10gb-0".to_owned()] {
         let taints = &devices[&name]["taints"];
         assert_eq!(taints[0]["key"], "example.com/note", "{name}: {taints}");
         assert_eq!(taints[0]["value"], "ecc-watch");

@@ -310,7 +310,7 @@ pub struct Counter {
 }
 
 /// `dra-layout.counter-set`: counters that partitions draw on, e.g.
-/// `gpu-0` with `memory = 80Gi` and `slices = 7` (WIT 0.1.2).
+/// `gpu-0000-3b-00-0` with `memory = 80Gi` and `slices = 7` (WIT 0.1.2).
 #[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
 #[component(record)]
 pub struct CounterSet {

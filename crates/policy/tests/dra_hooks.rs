@@ -196,11 +196,11 @@ fn the_layout_of_two_gpus_shares_each_gpus_counters_among_its_partitions() {
         layout.counter_sets,
         [
             CounterSet {
-                name: "gpu-0".into(),
+                name: "gpu-0000-3b-00-0".into(),
                 counters: counters("80Gi", "7"),
             },
             CounterSet {
-                name: "gpu-1".into(),
+                name: "gpu-0000-86-00-0".into(),
                 counters: counters("80Gi", "7"),
             },
         ]
@@ -211,13 +211,13 @@ fn the_layout_of_two_gpus_shares_each_gpus_counters_among_its_partitions() {
         [
             DeviceLayout {
                 id: GPU_A.into(),
-                consumes_counters: takes("gpu-0", "80Gi", "7"),
+                consumes_counters: takes("gpu-0000-3b-00-0", "80Gi", "7"),
                 capacity: vec![],
                 allow_multiple_allocations: false,
             },
             DeviceLayout {
                 id: GPU_B.into(),
-                consumes_counters: takes("gpu-1", "80Gi", "7"),
+                consumes_counters: takes("gpu-0000-86-00-0", "80Gi", "7"),
                 capacity: vec![],
                 allow_multiple_allocations: false,
             },
@@ -230,18 +230,18 @@ fn the_layout_of_two_gpus_shares_each_gpus_counters_among_its_partitions() {
     assert_eq!(
         &ids[..12],
         [
-            "gpu-0-1g-10gb-0",
-            "gpu-0-1g-10gb-1",
-            "gpu-0-1g-10gb-2",
-            "gpu-0-1g-10gb-3",
-            "gpu-0-1g-10gb-4",
-            "gpu-0-1g-10gb-5",
-            "gpu-0-1g-10gb-6",
-            "gpu-0-2g-20gb-0",
-            "gpu-0-2g-20gb-1",
-            "gpu-0-2g-20gb-2",
-            "gpu-0-3g-40gb-0",
-            "gpu-0-3g-40gb-1",
+            "gpu-0000-3b-00-0-1g-10gb-0",
+            "gpu-0000-3b-00-0-1g-10gb-1",
+            "gpu-0000-3b-00-0-1g-10gb-2",
+            "gpu-0000-3b-00-0-1g-10gb-3",
+            "gpu-0000-3b-00-0-1g-10gb-4",
+            "gpu-0000-3b-00-0-1g-10gb-5",
+            "gpu-0000-3b-00-0-1g-10gb-6",
+            "gpu-0000-3b-00-0-2g-20gb-0",
+            "gpu-0000-3b-00-0-2g-20gb-1",
+            "gpu-0000-3b-00-0-2g-20gb-2",
+            "gpu-0000-3b-00-0-3g-40gb-0",
+            "gpu-0000-3b-00-0-3g-40gb-1",
         ]
     );
     let unique: BTreeSet<&str> = ids.iter().copied().collect();
@@ -249,18 +249,21 @@ fn the_layout_of_two_gpus_shares_each_gpus_counters_among_its_partitions() {
     assert!(ids.iter().all(|id| id.len() <= 63));
 
     let last = layout.partitions.last().unwrap();
-    assert_eq!(last.id, "gpu-1-3g-40gb-1");
+    assert_eq!(last.id, "gpu-0000-86-00-0-3g-40gb-1");
     assert_eq!(last.parent, GPU_B);
     assert_eq!(
         last.attributes,
         pairs(&[("profile", "3g.40gb"), ("memory", "40Gi")])
     );
-    assert_eq!(last.consumes_counters, takes("gpu-1", "40Gi", "3"));
+    assert_eq!(
+        last.consumes_counters,
+        takes("gpu-0000-86-00-0", "40Gi", "3")
+    );
     assert!(last.capacity.is_empty());
     assert!(
         layout.partitions[..12]
             .iter()
-            .all(|p| p.parent == GPU_A && p.consumes_counters[0].counter_set == "gpu-0"),
+            .all(|p| p.parent == GPU_A && p.consumes_counters[0].counter_set == "gpu-0000-3b-00-0"),
         "{layout:?}"
     );
 }
@@ -279,17 +282,17 @@ fn the_layout_follows_the_guest_config_and_refuses_bad_profiles() {
     assert_eq!(
         ids,
         [
-            "gpu-0-small-0",
-            "gpu-0-small-1",
-            "gpu-0-small-2",
-            "gpu-0-small-3",
-            "gpu-0-half-gpu-0",
-            "gpu-0-half-gpu-1",
+            "gpu-0000-3b-00-0-small-0",
+            "gpu-0000-3b-00-0-small-1",
+            "gpu-0000-3b-00-0-small-2",
+            "gpu-0000-3b-00-0-small-3",
+            "gpu-0000-3b-00-0-half-gpu-0",
+            "gpu-0000-3b-00-0-half-gpu-1",
         ]
     );
     assert_eq!(
         layout.partitions[5].consumes_counters,
-        takes("gpu-0", "24Gi", "2")
+        takes("gpu-0000-3b-00-0", "24Gi", "2")
     );
 
     let error = guest
@@ -309,7 +312,7 @@ fn prepare_creates_partitions_and_reports_each_device_ready() {
     let gpus = PartitioningGpus::new(None);
     let mut admin = whole(GPU_B);
     admin.admin_access = true;
-    let devices = [partition("gpu-0-1g-10gb-0", GPU_A), admin];
+    let devices = [partition("gpu-0000-3b-00-0-1g-10gb-0", GPU_A), admin];
     let statuses = guest
         .dra_prepare(&dra_ctx(&gpus, &[], EVEN_UID, &devices), &devices)
         .unwrap();
@@ -319,11 +322,11 @@ fn prepare_creates_partitions_and_reports_each_device_ready() {
         [(
             GPU_A.to_string(),
             "partition_create".to_string(),
-            "gpu-0-1g-10gb-0".to_string()
+            "gpu-0000-3b-00-0-1g-10gb-0".to_string()
         )]
     );
     assert_eq!(statuses.len(), 2);
-    assert_eq!(statuses[0].id, "gpu-0-1g-10gb-0");
+    assert_eq!(statuses[0].id, "gpu-0000-3b-00-0-1g-10gb-0");
     assert_eq!(
         statuses[0].conditions,
         [DeviceCondition {
@@ -352,7 +355,7 @@ fn prepare_creates_partitions_and_reports_each_device_ready() {
         &(
             GPU_A.to_string(),
             "partition_remove".to_string(),
-            "-gpu-0-1g-10gb-0".to_string()
+            "-gpu-0000-3b-00-0-1g-10gb-0".to_string()
         )
     );
     guest.dra_unprepare(&unprepare, &devices).unwrap();
@@ -362,7 +365,7 @@ fn prepare_creates_partitions_and_reports_each_device_ready() {
 fn prepare_and_unprepare_use_the_configured_attributes() {
     let guest = load(artifacts::GPU_PARTITIONS);
     let gpus = PartitioningGpus::new(None);
-    let devices = [partition("gpu-1-2g-20gb-2", GPU_B)];
+    let devices = [partition("gpu-0000-86-00-0-2g-20gb-2", GPU_B)];
     let config = [
         ("create-attribute", "mig_create"),
         ("remove-attribute", "mig_remove"),
@@ -373,7 +376,7 @@ fn prepare_and_unprepare_use_the_configured_attributes() {
         .dra_prepare(&dra_ctx(&gpus, &config, EVEN_UID, &devices), &devices)
         .unwrap_err();
     let message = error.to_string();
-    assert!(message.contains("gpu-1-2g-20gb-2"), "{message}");
+    assert!(message.contains("gpu-0000-86-00-0-2g-20gb-2"), "{message}");
     assert!(
         message.contains(&format!("writing mig_create of {GPU_B} is not granted")),
         "{message}"
@@ -387,8 +390,16 @@ fn prepare_and_unprepare_use_the_configured_attributes() {
     assert_eq!(
         gpus.writes(),
         [
-            (GPU_B.into(), "mig_create".into(), "gpu-1-2g-20gb-2".into()),
-            (GPU_B.into(), "mig_remove".into(), "-gpu-1-2g-20gb-2".into()),
+            (
+                GPU_B.into(),
+                "mig_create".into(),
+                "gpu-0000-86-00-0-2g-20gb-2".into()
+            ),
+            (
+                GPU_B.into(),
+                "mig_remove".into(),
+                "-gpu-0000-86-00-0-2g-20gb-2".into()
+            ),
         ]
     );
 }
@@ -396,10 +407,10 @@ fn prepare_and_unprepare_use_the_configured_attributes() {
 #[test]
 fn a_failed_create_is_a_call_error_naming_guest_hook_and_partition_and_unprepare_undoes_the_rest() {
     let guest = load(artifacts::GPU_PARTITIONS);
-    let gpus = PartitioningGpus::new(Some("gpu-0-3g-40gb-1"));
+    let gpus = PartitioningGpus::new(Some("gpu-0000-3b-00-0-3g-40gb-1"));
     let devices = [
-        partition("gpu-0-3g-40gb-0", GPU_A),
-        partition("gpu-0-3g-40gb-1", GPU_A),
+        partition("gpu-0000-3b-00-0-3g-40gb-0", GPU_A),
+        partition("gpu-0000-3b-00-0-3g-40gb-1", GPU_A),
     ];
     let context = dra_ctx(&gpus, &[], EVEN_UID, &devices);
     let error = guest.dra_prepare(&context, &devices).unwrap_err();
@@ -411,11 +422,11 @@ fn a_failed_create_is_a_call_error_naming_guest_hook_and_partition_and_unprepare
         message.starts_with("guest \"gpu_partitions.wasm\" hook dra-prepare returned an error"),
         "{message}"
     );
-    assert!(message.contains("gpu-0-3g-40gb-1"), "{message}");
+    assert!(message.contains("gpu-0000-3b-00-0-3g-40gb-1"), "{message}");
     assert!(message.contains("No space left on device"), "{message}");
     assert_eq!(
         gpus.existing(),
-        [(GPU_A.to_string(), "gpu-0-3g-40gb-0".to_string())]
+        [(GPU_A.to_string(), "gpu-0000-3b-00-0-3g-40gb-0".to_string())]
     );
 
     // The host unwinds with the same devices: what exists goes, the
@@ -432,14 +443,17 @@ fn fail_create_half_fails_the_claims_whose_uid_bytes_sum_to_an_odd_number() {
 
     let guest = load(artifacts::GPU_PARTITIONS);
     let gpus = PartitioningGpus::new(None);
-    let devices = [partition("gpu-1-1g-10gb-4", GPU_B)];
+    let devices = [partition("gpu-0000-86-00-0-1g-10gb-4", GPU_B)];
     let config = [("fail-create", "half")];
     for _ in 0..2 {
         let error = guest
             .dra_prepare(&dra_ctx(&gpus, &config, ODD_UID, &devices), &devices)
             .unwrap_err();
         assert_eq!(error.kind(), CallErrorKind::GuestError);
-        assert!(error.to_string().contains("gpu-1-1g-10gb-4"), "{error}");
+        assert!(
+            error.to_string().contains("gpu-0000-86-00-0-1g-10gb-4"),
+            "{error}"
+        );
     }
     // Failed on purpose: the driver was never asked.
     assert_eq!(gpus.writes(), []);
@@ -449,14 +463,14 @@ fn fail_create_half_fails_the_claims_whose_uid_bytes_sum_to_an_odd_number() {
     assert_eq!(statuses[0].conditions[0].reason, "PartitionCreated");
     assert_eq!(
         gpus.existing(),
-        [(GPU_B.to_string(), "gpu-1-1g-10gb-4".to_string())]
+        [(GPU_B.to_string(), "gpu-0000-86-00-0-1g-10gb-4".to_string())]
     );
 }
 
 #[test]
 fn claim_devices_reach_the_guest_and_are_empty_without_a_claim() {
     let guest = load(artifacts::CLAIM_ECHO);
-    let mut shared = partition("gpu-0-2g-20gb-1", GPU_A);
+    let mut shared = partition("gpu-0000-3b-00-0-2g-20gb-1", GPU_A);
     shared.request = "gpus/large".into();
     shared.consumed_capacity = pairs(&[("memory", "10Gi"), ("cores", "2")]);
     shared.share_id = Some("7c6b3b1e".into());
@@ -479,7 +493,7 @@ fn claim_devices_reach_the_guest_and_are_empty_without_a_claim() {
     assert_eq!(
         env("WDP_CLAIM_DEVICE_0").as_deref(),
         Some(
-            "gpu-0-2g-20gb-1 device=0000:3b:00.0 request=gpus/large partition=true \
+            "gpu-0000-3b-00-0-2g-20gb-1 device=0000:3b:00.0 request=gpus/large partition=true \
              admin=false consumed=memory=10Gi;cores=2 share=7c6b3b1e"
         )
     );

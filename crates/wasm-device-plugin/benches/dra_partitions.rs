@@ -471,9 +471,20 @@ async fn main() {
 
     bench.configure(&partitions_config(""));
     bench.wait_devices(DEFAULT_DEVICES).await;
-    let lanes: Vec<Vec<String>> = (0..GPUS)
-        .map(|gpu| (0..7).map(|i| format!("gpu-{gpu}-1g-10gb-{i}")).collect())
-        .collect();
+    // The guest names each GPU's partitions by its PCI address.
+    let lanes: Vec<Vec<String>> = [
+        "0000-03-00-0",
+        "0000-04-00-0",
+        "0000-07-00-0",
+        "0000-08-00-0",
+        "0000-83-00-0",
+        "0000-84-00-0",
+        "0000-87-00-0",
+        "0000-88-00-0",
+    ]
+    .into_iter()
+    .map(|gpu| (0..7).map(|i| format!("gpu-{gpu}-1g-10gb-{i}")).collect())
+    .collect();
     assert_eq!(lanes.len(), CALLERS);
     bench
         .claims(

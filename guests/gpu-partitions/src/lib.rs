@@ -2,13 +2,16 @@
 //! (MIG-style profiles) drawing on shared counters, and creates and removes
 //! them when claims are prepared and unprepared.
 //!
-//! `dra-layout`: for each advertised device (a GPU) at position `n`, a
-//! counter set `gpu-<n>` holding `memory` and `slices`; the whole GPU
-//! consumes all of it, so it cannot be allocated beside any of its
-//! partitions. Each profile `name=slices:memory` gives
+//! `dra-layout`: for each advertised device (a GPU), a counter set named
+//! after the GPU's hardware identity, `gpu-<device ID as a DNS label>`
+//! (`0000:3b:00.0` → `gpu-0000-3b-00-0`), holding `memory` and `slices`;
+//! the whole GPU consumes all of it, so it cannot be allocated beside any
+//! of its partitions. Each profile `name=slices:memory` gives
 //! `floor(gpu slices / profile slices)` partitions per GPU, with IDs like
-//! `gpu-0-1g-10gb-0`, attributes `profile` and `memory`, each consuming its
-//! slices and memory from its GPU's set.
+//! `gpu-0000-3b-00-0-1g-10gb-0`, attributes `profile` and `memory`, each
+//! consuming its slices and memory from its GPU's set. Names never come
+//! from a GPU's position: a GPU that goes or comes leaves every other
+//! GPU's set and partitions named as they were (a claim may hold them).
 //!
 //! `dra-prepare`: for each partition of the claim, writes the partition's
 //! ID to the `create-attribute` of its GPU's candidate (the candidate whose
@@ -131,8 +134,8 @@ impl DraLayout for GpuPartitions {
             devices: Vec::new(),
             partitions: Vec::new(),
         };
-        for (n, gpu) in devices.iter().enumerate() {
-            let set = format!("gpu-{n}");
+        for gpu in &devices {
+            let set = format!("gpu-{}", dns_label(&gpu.id));
             let whole = consumption(&set, slices, memory);
             layout.counter_sets.push(CounterSet {
                 name: set.clone(),
@@ -200,16 +203,28 @@ fn shared_memory(config: &Config, memory: &str) -> Result<Option<Capacity>, Stri
     }
 }
 
-/// The profile a partition ID (`gpu-<n>-<label>-<index>`) was made from.
+/// A device ID as a piece of a DNS label: lower case, every character
+/// but a letter or digit a `-` (`0000:3b:00.0` → `0000-3b-00-0`).
+fn dns_label(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() { c } else { '-' }
+        })
+        .collect()
+}
+
+/// The profile a partition ID (`gpu-<GPU>-<label>-<index>`) was made from.
 fn profile_of<'a>(id: &str, profiles: &'a [Profile]) -> Option<&'a Profile> {
     let rest = id.strip_prefix("gpu-")?;
-    let (n, rest) = rest.split_once('-')?;
-    let (label, index) = rest.rsplit_once('-')?;
-    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !numeric(n) || !numeric(index) {
+    let (rest, index) = rest.rsplit_once('-')?;
+    if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    profiles.iter().find(|profile| profile.label() == label)
+    profiles.iter().find(|profile| {
+        rest.strip_suffix(&profile.label())
+            .is_some_and(|gpu| gpu.len() > 1 && gpu.ends_with('-'))
+    })
 }
 
 /// `text` as a JSON string literal.
@@ -362,15 +377,19 @@ mod tests {
             }
         );
         assert_eq!(profiles[0].label(), "1g-10gb");
-        assert_eq!(profile_of("gpu-3-2g-20gb-1", &profiles), Some(&profiles[1]));
-        assert_eq!(profile_of("gpu-3", &profiles), None);
+        assert_eq!(
+            profile_of("gpu-0000-3b-00-0-2g-20gb-1", &profiles),
+            Some(&profiles[1])
+        );
+        assert_eq!(profile_of("gpu-0000-3b-00-0", &profiles), None);
+        assert_eq!(dns_label("0000:3B:00.0"), "0000-3b-00-0");
         assert!(parse_profiles("1g=0:10Gi").is_err());
         assert!(parse_profiles("1g=1").is_err());
     }
 
     #[test]
     fn dns_labels_and_json() {
-        assert!(is_dns_label("gpu-0-1g-10gb-0"));
+        assert!(is_dns_label("gpu-0000-3b-00-0-1g-10gb-0"));
         assert!(!is_dns_label("gpu-0-"));
         assert!(!is_dns_label(&"a".repeat(64)));
         assert_eq!(json_string("a\"b"), "\"a\\\"b\"");
