@@ -147,6 +147,12 @@ const GUESTS: &[GuestCrate] = &[
         doc: "Test allocate guest: adds the device node (`extra-node`, default the MIG config capability node) and mount (`extra-mount`) its guest-config names to every answer.",
     },
     GuestCrate {
+        package: "hostile-position-layout",
+        constant: "HOSTILE_POSITION_LAYOUT",
+        example: false,
+        doc: "Test dra-layout guest: counter set `set-<i>` and partitions `part-<i>-0`, `part-<i>-1` for the device at position `i`, the list reversed with guest-config `reverse = \"true\"`.",
+    },
+    GuestCrate {
         package: "compat-newer-patch",
         constant: "COMPAT_NEWER_PATCH",
         example: false,

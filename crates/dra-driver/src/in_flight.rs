@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 
 use tokio::sync::Mutex;
+use wdp_resource::held::HeldDevice;
 
 /// Claims being prepared or unprepared right now, and the devices picked
 /// for a claim that the checkpoint does not record yet.
@@ -17,6 +18,9 @@ pub(crate) struct InFlight {
     pub(crate) claims: HashMap<String, Arc<Mutex<()>>>,
     /// Device ID → the UID of the claim that picked it.
     pub(crate) reserved: HashMap<String, String>,
+    /// Claim UID → the devices and partitions picked for it, held (see
+    /// `wdp_resource::held`) from the pick on, like recorded ones.
+    pub(crate) holding: HashMap<String, Vec<HeldDevice>>,
 }
 
 /// Devices reserved for a claim until it is recorded or fails; released
@@ -24,6 +28,8 @@ pub(crate) struct InFlight {
 /// included).
 pub(crate) struct Reservation<'a> {
     pub(crate) in_flight: &'a std::sync::Mutex<InFlight>,
+    /// The claim's UID.
+    pub(crate) uid: String,
     pub(crate) ids: Vec<String>,
 }
 
@@ -36,6 +42,7 @@ impl Drop for Reservation<'_> {
         for id in &self.ids {
             in_flight.reserved.remove(id);
         }
+        in_flight.holding.remove(&self.uid);
     }
 }
 

@@ -60,6 +60,7 @@ use crate::recorded_spec;
 use crate::shared_checkpoint::SharedCheckpoint;
 use wdp_resource::Resource;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
+use wdp_resource::held::HeldDevice;
 
 /// Prepares and unprepares the claims of one DRA driver, serving one
 /// resource.
@@ -89,6 +90,8 @@ impl ClaimPreparer {
         cdi_dir: PathBuf,
         checkpoint: Checkpoint,
     ) -> Self {
+        // What the claims recorded before a restart hold, from the start.
+        resource.hold(&held_by(&checkpoint).collect::<Vec<_>>());
         Self {
             driver: driver.to_owned(),
             pool: pool.to_owned(),
@@ -209,8 +212,28 @@ impl ClaimPreparer {
                 self.driver
             ));
         }
-        self.one_at_a_time(&claim.uid, self.prepare_read(claim, &object, &results))
-            .await
+        let prepared = self
+            .one_at_a_time(&claim.uid, self.prepare_read(claim, &object, &results))
+            .await;
+        self.hold_now().await;
+        prepared
+    }
+
+    /// Tells the resource what the recorded and in-flight claims hold, so
+    /// that no layout moves a name of theirs to other hardware.
+    fn hold(&self, checkpoint: &Checkpoint, in_flight: &InFlight) {
+        let held: Vec<HeldDevice> = held_by(checkpoint)
+            .chain(in_flight.holding.values().flatten().cloned())
+            .collect();
+        self.resource.hold(&held);
+    }
+
+    /// [`hold`](Self::hold) with the checkpoint as it is now (after a
+    /// prepare or unprepare ended, whichever way).
+    async fn hold_now(&self) {
+        let checkpoint = self.checkpoint.read().await;
+        let in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        self.hold(&checkpoint, &in_flight);
     }
 
     /// The answer recorded for `claim`, after writing its CDI spec again
@@ -261,8 +284,18 @@ impl ClaimPreparer {
             for id in &ids {
                 in_flight.reserved.insert(id.clone(), claim.uid.clone());
             }
+            let holding = picked
+                .iter()
+                .map(|pick| HeldDevice {
+                    device_id: pick.id.clone(),
+                    partition_of: pick.partition.then(|| pick.device.id().to_owned()),
+                })
+                .collect();
+            in_flight.holding.insert(claim.uid.clone(), holding);
+            self.hold(&checkpoint, &in_flight);
             let reservation = Reservation {
                 in_flight: &self.in_flight,
+                uid: claim.uid.clone(),
                 ids,
             };
             (picked, reservation)
@@ -507,6 +540,7 @@ impl ClaimPreparer {
         let result = self
             .one_at_a_time(&claim.uid, self.unprepare_now(claim))
             .await;
+        self.hold_now().await;
         self.unprepared.notify_waiters();
         result
     }
@@ -562,4 +596,16 @@ impl ClaimPreparer {
         tracing::info!(driver = %self.driver, %claim, "claim unprepared");
         Ok(())
     }
+}
+
+/// The devices and partitions the claims `checkpoint` records hold.
+fn held_by(checkpoint: &Checkpoint) -> impl Iterator<Item = HeldDevice> + '_ {
+    checkpoint
+        .claims()
+        .values()
+        .flat_map(|claim| &claim.devices)
+        .map(|device| HeldDevice {
+            device_id: device.device_id.clone(),
+            partition_of: device.partition_of.clone(),
+        })
 }

@@ -582,3 +582,76 @@ async fn what_check_refuses_is_refused_at_start_and_at_reload_the_same_way() {
     }
     host.shutdown().await;
 }
+
+/// The fixture's GPUs with the position-naming test guest as their
+/// `dra-layout` guest, walking the devices from the end when `reverse`.
+fn position_config(reverse: bool) -> String {
+    format!(
+        "version = 1\nresource = \"example.com/gpu\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n\
+         [[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n\
+         [hooks.dra-layout]\nguest = \"guests/position.wasm\"\n\
+         [guest-config]\nreverse = \"{reverse}\"\n"
+    )
+}
+
+/// The PCI address of the GPU a published device (whole or partition)
+/// stands on, from its standard attribute.
+fn stands_on(w: &DraWorld, device: &str) -> String {
+    let devices = published_devices(&w.api.slices_of(NODE, DRIVER));
+    devices[device]["attributes"]["resource.kubernetes.io/pciBusID"]["string"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{device}: no pciBusID in {:?}", devices[device]))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_moving_a_held_name_to_other_hardware_is_refused_until_the_claim_goes() {
+    let w = DraWorld::new("").await;
+    w.world.write_config("gpu.toml", &position_config(false));
+    w.world
+        .install_guest(wdp_guest_artifacts::HOSTILE_POSITION_LAYOUT, "position.wasm");
+    // 8 GPUs, two partitions each.
+    let (host, endpoint) = w.serving_count(8 * 3).await;
+    let address = |dir: &PathBuf| dir.file_name().unwrap().to_str().unwrap().to_owned();
+    let gpus = gpu_dirs(&w);
+    let (first, last) = (address(&gpus[0]), address(&gpus[7]));
+    assert_eq!(stands_on(&w, "part-0-0"), first);
+
+    let held = w.api.put_claim(partition_claim("held", "part-0-0"));
+    assert_eq!(prepare_one(&endpoint, &held).await.error, "");
+    let before = published_devices(&w.api.slices_of(NODE, DRIVER));
+
+    // Walked in reverse, every name would stand on other hardware: with
+    // `part-0-0` held, the reload is refused, naming guest, hook, the name
+    // and both GPUs, and the published pool stays as it was.
+    w.world.write_config("gpu.toml", &position_config(true));
+    let refused = host.reload().await.unwrap_err().to_string();
+    for part in [
+        "gpu.toml",
+        "position.wasm",
+        "dra-layout",
+        "\"part-0-0\"",
+        &first,
+        &last,
+    ] {
+        assert!(refused.contains(part), "{part}: {refused}");
+    }
+    assert_eq!(published_devices(&w.api.slices_of(NODE, DRIVER)), before);
+    assert_eq!(stands_on(&w, "part-0-0"), first);
+
+    // The claim gone, nothing holds the names: the same layout applies.
+    assert_eq!(unprepare_one(&endpoint, &held).await, "");
+    host.reload().await.unwrap();
+    w.api
+        .wait_for_slices(
+            |slices| {
+                published_devices(slices)
+                    .get("part-0-0")
+                    .is_some_and(|d| d.to_string().contains(&last))
+            },
+            WAIT,
+        )
+        .await
+        .unwrap();
+    host.shutdown().await;
+}

@@ -20,7 +20,8 @@
 //! guest, through the one call path of [`guest_call`], answers checked by
 //! [`validate`], with [`companions`] added and
 //! administrative nodes refused by [`admin_grants`], and on DRA the partitions,
-//! counters, capacity and taints of [`dra_layout`]); `resource` is the
+//! counters, capacity and taints of [`dra_layout`], which may not move a
+//! name a prepared claim holds ([`held`])); `resource` is the
 //! per-resource swap point ([`Resource`]), whose health lines [`health_log`]
 //! rate-limits, `admission` the decisions on top of it
 //! ([`Resource::allocate`]) and [`dra_actions`] the DRA prepare and
@@ -45,6 +46,7 @@ pub mod dra_layout;
 mod error;
 pub mod guest_call;
 pub mod health_log;
+pub mod held;
 pub mod limits;
 pub mod loading;
 pub mod metrics;

@@ -19,6 +19,7 @@ use crate::config::{CdiMode, OnError, ServingApi};
 use crate::convert::guest_candidate;
 use crate::device_set::{CandidateLookup, DeviceSet, SharedDeviceSet};
 use crate::dra_layout::{self, DraExtras};
+use crate::held::HeldLayout;
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
 use crate::limits::KUBELET_MAX_MESSAGE_BYTES;
@@ -99,12 +100,14 @@ pub enum Mode {
     Serving,
 }
 
-/// Runs the pipeline for `spec`, updating `state`.
+/// Runs the pipeline for `spec`, updating `state`; a DRA layout may not
+/// move what `held` names to other hardware.
 pub fn run(
     spec: &ResourceSpec,
     root: &HostRoot,
     caller: &GuestCaller,
     state: &mut DiscoveryState,
+    held: &HeldLayout,
     mode: Mode,
 ) -> Result<Refreshed, ResourceError> {
     let file = &spec.config.file;
@@ -282,7 +285,8 @@ pub fn run(
         return Err(refuse(problem));
     }
     let dra = if spec.config.api == ServingApi::Dra {
-        dra_extras(spec, caller, state, &devices, &present, &known, mode).map_err(refuse)?
+        dra_extras(spec, caller, state.set.dra(), held, &devices, &present, &known, mode)
+            .map_err(refuse)?
     } else {
         Arc::default()
     };
@@ -396,17 +400,22 @@ fn device_facts(devices: &[Device], known: &Known<'_>) -> Vec<DeviceFacts> {
 /// `device-taints` guests (none without them). A failing or refused call
 /// keeps the last good answer while it still fits the devices (the
 /// guest-call path logs the failure once); on a first load or a dry run it
-/// refuses the resource.
+/// refuses the resource. A layout that would move a name `held` by a
+/// prepared claim to other hardware is refused like any invalid answer.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the run's inputs a layout is checked against"
+)]
 fn dra_extras(
     spec: &ResourceSpec,
     caller: &GuestCaller,
-    state: &DiscoveryState,
+    last: &Arc<DraExtras>,
+    held: &HeldLayout,
     devices: &[Device],
     present: &Arc<Vec<Candidate>>,
     known: &Known<'_>,
     mode: Mode,
 ) -> Result<Arc<DraExtras>, String> {
-    let last = state.set.dra();
     let mut extras = DraExtras::default();
     if let Some((binding, guest)) = spec.bound(Hook::DraLayout) {
         let outcome = caller.call_blocking(
@@ -415,7 +424,9 @@ fn dra_extras(
             guest,
             present.clone(),
             |g, ctx| g.describe_layout(ctx, devices),
-            |answer| dra_layout::check_layout(answer, devices),
+            |answer| {
+                dra_layout::check_layout(answer, devices).and_then(|()| held.check(answer))
+            },
         );
         extras = match outcome {
             Ok(layout) => DraExtras::from_layout(layout),

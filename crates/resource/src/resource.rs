@@ -21,6 +21,7 @@ use crate::device_set::{DeviceSet, SharedDeviceSet};
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
 use crate::health_log::{HealthLine, HealthLog};
+use crate::held::{HeldDevice, HeldLayout};
 use crate::metrics::Metrics;
 use crate::pipeline::{self, DiscoveryState, Mode, Refreshed};
 use crate::spec::ResourceSpec;
@@ -55,6 +56,8 @@ pub struct Resource {
     cdi_written: Mutex<Option<cdi::Spec>>,
     /// Which devices' health lines were logged lately (rate-limited).
     health_log: Mutex<HealthLog>,
+    /// What the DRA driver's prepared claims hold of the layout.
+    held: ArcSwap<HeldLayout>,
 }
 
 impl std::fmt::Debug for Resource {
@@ -94,6 +97,7 @@ impl Resource {
             cdi_dir,
             cdi_written: Mutex::new(None),
             health_log: Mutex::new(HealthLog::default()),
+            held: ArcSwap::from_pointee(HeldLayout::default()),
             refresh_cost_nanos: AtomicU64::new(0),
         });
         let refreshed = resource.compute(Mode::Strict)?;
@@ -149,8 +153,27 @@ impl Resource {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        pipeline::run(spec, &self.root, &self.caller, &mut scratch, Mode::Strict)
-            .map(|refreshed| refreshed.set)
+        let held = self.held.load();
+        pipeline::run(
+            spec,
+            &self.root,
+            &self.caller,
+            &mut scratch,
+            &held,
+            Mode::Strict,
+        )
+        .map(|refreshed| refreshed.set)
+    }
+
+    /// Records what the DRA driver's prepared claims hold (all of them,
+    /// each time they change): from now on no layout may move a held name
+    /// to other hardware (see [`crate::held`]). The hardware each held
+    /// name means is read from the layout being served.
+    pub fn hold<'a>(&self, devices: impl IntoIterator<Item = &'a HeldDevice>) {
+        let held = HeldLayout::new(devices, &self.devices().dra());
+        if **self.held.load() != held {
+            self.held.store(Arc::new(held));
+        }
     }
 
     /// Swaps in a new spec (config and guests) atomically. In-flight calls
@@ -190,7 +213,24 @@ impl Resource {
             .discovery
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let result = pipeline::run(&spec, &self.root, &self.caller, &mut state, mode);
+        let held = self.held.load_full();
+        let mut result = pipeline::run(&spec, &self.root, &self.caller, &mut state, &held, mode);
+        // A claim prepared while the run was under way holds names the
+        // run's layout check did not know of: checked again, the set
+        // refused (the last good one kept, the next run asking the guest
+        // again) should it move one.
+        let now = self.held.load();
+        if !Arc::ptr_eq(&held, &now)
+            && let Ok(refreshed) = &result
+            && let Err(problem) = now.check(&refreshed.set.dra().layout())
+        {
+            result = Err(ResourceError::Discovery {
+                file: spec.config.file.clone(),
+                problem: format!("the dra-layout answer just taken: {problem}"),
+            });
+            state.set = self.devices();
+            self.refresh_wanted.notify_one();
+        }
         // The host's own work only: time waiting for discovery and health
         // guests (bounded by their deadlines) does not slow polling down.
         let guests = self.caller.blocking_time().saturating_sub(guests_before);
