@@ -10,7 +10,7 @@ use wdp_fake_apiserver::{FakeApiServer, ResourceClaim, ResourceSlice};
 use wdp_kubelet_sim::dra::DeviceHealth;
 use wdp_kubelet_sim::{ClaimRef, DraSimOptions, SimDraKubelet};
 
-use crate::support::{Plugin, World, free_addr, http_get, read_cdi_spec};
+use crate::support::{Plugin, World, binary, free_addr, http_get, read_cdi_spec};
 
 const RESOURCE: &str = "e2e.example.com/hot";
 const DRIVER: &str = "hot.e2e.example.com";
@@ -523,6 +523,100 @@ async fn dra_rolling_update_runs_two_instances_side_by_side_without_a_gap() {
     assert!(new.terminate().await.success(), "{}", new.log());
     unprepare(&dra, &second).await;
     assert!(!spec_path(&dra, &second).exists(), "{}", back.log());
+
+    // One publisher at any moment: the pool's device set changed exactly
+    // once per handover, as every write the server accepted shows it (an
+    // older instance writing its list back would add two changes).
+    let both: Vec<String> = DEVICES.iter().map(|d| name_of(d)).collect();
+    assert_eq!(
+        dra.api.pool_history(NODE, DRIVER),
+        [both.clone(), vec![name_of(DEVICES[1])], both],
+        "{}\n{}",
+        new.log(),
+        back.log()
+    );
+
+    // Through it all the pool was replaced in place, never deleted, and
+    // the kubelet refused no registration.
+    let stats = dra.api.stats();
+    assert_eq!(
+        (stats.slice_deletes, stats.slice_collection_deletes),
+        (0, 0),
+        "{stats:#?}"
+    );
+    assert!(
+        dra.kubelet.state().failures.is_empty(),
+        "{:?}",
+        dra.kubelet.state().failures
+    );
+}
+
+/// The previous release's binary, built from its own source by
+/// `tests/downgrade.sh`, which runs the test below with it.
+fn previous_release() -> String {
+    std::env::var("WDP_PREVIOUS_BINARY")
+        .expect("WDP_PREVIOUS_BINARY names the previous release's binary: run tests/downgrade.sh")
+}
+
+/// Files of the node's DRA state folder that a host set aside as unreadable.
+fn set_aside(dra: &Dra) -> Vec<String> {
+    std::fs::read_dir(dra.world.tmp.path().join("state/dra"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".unreadable-"))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the previous release's binary: tests/downgrade.sh builds it and runs this test"]
+async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_claim() {
+    let previous = previous_release();
+    let dra = Dra::new(&[]).await;
+    let spawn = |program: &str, id: &str| {
+        let mut args = run_args(&dra, &dra.world.config());
+        args.extend(["--instance-id".to_owned(), id.to_owned()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Plugin::spawn_binary(program, &[], &args, dra.world.tmp.path())
+    };
+
+    // The previous release serves and prepares a claim.
+    let mut old = spawn(&previous, "pod-previous");
+    dra.registered(&old, 1).await;
+    dra.published(&old, DEVICES.len()).await;
+    let first = put_claim(&dra.api, "first", &[DEVICES[0]]);
+    let first_ids = prepare(&dra, &old, &first).await;
+
+    // Upgrade: this release starts beside it, takes the publishing over,
+    // answers the old one's claim the same and prepares one of its own;
+    // the old pod goes and this release unprepares its claim.
+    let mut new = spawn(binary(), "pod-this");
+    dra.registered(&new, 2).await;
+    old.wait_for_log("a newer instance of the host publishes the ResourceSlices now")
+        .await;
+    assert_eq!(prepare(&dra, &new, &first).await, first_ids);
+    let second = put_claim(&dra.api, "second", &[DEVICES[1]]);
+    let second_ids = prepare(&dra, &new, &second).await;
+    assert!(old.terminate().await.success(), "{}", old.log());
+    unprepare(&dra, &first).await;
+    assert!(!spec_path(&dra, &first).exists(), "{}", new.log());
+
+    // Rollback: the previous release starts again beside this one, reads
+    // the checkpoint this release wrote (nothing set aside), answers its
+    // claim the same and, once this release's pod is gone, unprepares it.
+    let back = spawn(&previous, "pod-rollback");
+    dra.registered(&back, 3).await;
+    new.wait_for_log("a newer instance of the host publishes the ResourceSlices now")
+        .await;
+    assert_eq!(prepare(&dra, &back, &second).await, second_ids);
+    assert!(new.terminate().await.success(), "{}", new.log());
+    unprepare(&dra, &second).await;
+    assert!(!spec_path(&dra, &second).exists(), "{}", back.log());
+    assert_eq!(set_aside(&dra), Vec::<String>::new(), "{}", back.log());
+    assert!(
+        !back.log().contains("set aside"),
+        "the previous release set the checkpoint aside:\n{}",
+        back.log()
+    );
 
     // Through it all the pool was replaced in place, never deleted, and
     // the kubelet refused no registration.

@@ -161,6 +161,12 @@ impl Plugin {
     /// sh -c '…; exec "$@"' sh`), `args` after it; the process keeps the
     /// wrapper's PID when the wrapper execs.
     pub fn spawn_wrapped(wrapper: &[&str], args: &[&str], dir: &Path) -> Self {
+        Self::spawn_binary(binary(), wrapper, args, dir)
+    }
+
+    /// As [`spawn_wrapped`](Self::spawn_wrapped), running `program` instead
+    /// of this build's binary (another release's, for a rollback).
+    pub fn spawn_binary(program: &str, wrapper: &[&str], args: &[&str], dir: &Path) -> Self {
         // One log per process, even for two started with as many arguments.
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -169,10 +175,10 @@ impl Plugin {
         let mut command = match wrapper.split_first() {
             Some((program, rest)) => {
                 let mut command = tokio::process::Command::new(program);
-                command.args(rest).arg(binary());
+                command.args(rest).arg(program);
                 command
             }
-            None => tokio::process::Command::new(binary()),
+            None => tokio::process::Command::new(program),
         };
         let child = command
             .args(args)

@@ -232,7 +232,10 @@ impl ClaimPreparer {
     /// prepare or unprepare ended, whichever way).
     async fn hold_now(&self) {
         let checkpoint = self.checkpoint.read().await;
-        let in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        let in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.hold(&checkpoint, &in_flight);
     }
 

@@ -33,6 +33,7 @@ mod kinds;
 mod listener;
 mod patch;
 mod patch_request;
+mod pool_history;
 mod query;
 mod reads;
 mod request;
@@ -182,6 +183,18 @@ impl FakeApiServer {
             .into_iter()
             .filter(|s| s.spec.node_name.as_deref() == Some(node) && s.spec.driver == driver)
             .collect()
+    }
+
+    /// The device sets the pool of `node` and `driver` showed since the
+    /// server started, one entry per change, in order (an empty set when
+    /// all its slices were gone): a pool replaced once by a handover shows
+    /// one new entry.
+    pub fn pool_history(&self, node: &str, driver: &str) -> Vec<Vec<String>> {
+        self.store
+            .pool_history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .of(node, driver)
     }
 
     /// Waits until `pred` holds for the current slices (checked now and after every write).

@@ -608,8 +608,10 @@ fn stands_on(w: &DraWorld, device: &str) -> String {
 async fn a_layout_moving_a_held_name_to_other_hardware_is_refused_until_the_claim_goes() {
     let w = DraWorld::new("").await;
     w.world.write_config("gpu.toml", &position_config(false));
-    w.world
-        .install_guest(wdp_guest_artifacts::HOSTILE_POSITION_LAYOUT, "position.wasm");
+    w.world.install_guest(
+        wdp_guest_artifacts::HOSTILE_POSITION_LAYOUT,
+        "position.wasm",
+    );
     // 8 GPUs, two partitions each.
     let (host, endpoint) = w.serving_count(8 * 3).await;
     let address = |dir: &PathBuf| dir.file_name().unwrap().to_str().unwrap().to_owned();

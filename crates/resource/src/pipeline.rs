@@ -19,9 +19,9 @@ use crate::config::{CdiMode, OnError, ServingApi};
 use crate::convert::guest_candidate;
 use crate::device_set::{CandidateLookup, DeviceSet, SharedDeviceSet};
 use crate::dra_layout::{self, DraExtras};
-use crate::held::HeldLayout;
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
+use crate::held::HeldLayout;
 use crate::limits::KUBELET_MAX_MESSAGE_BYTES;
 use crate::spec::ResourceSpec;
 use crate::validate;
@@ -285,8 +285,17 @@ pub fn run(
         return Err(refuse(problem));
     }
     let dra = if spec.config.api == ServingApi::Dra {
-        dra_extras(spec, caller, state.set.dra(), held, &devices, &present, &known, mode)
-            .map_err(refuse)?
+        dra_extras(
+            spec,
+            caller,
+            state.set.dra(),
+            held,
+            &devices,
+            &present,
+            &known,
+            mode,
+        )
+        .map_err(refuse)?
     } else {
         Arc::default()
     };
@@ -424,9 +433,7 @@ fn dra_extras(
             guest,
             present.clone(),
             |g, ctx| g.describe_layout(ctx, devices),
-            |answer| {
-                dra_layout::check_layout(answer, devices).and_then(|()| held.check(answer))
-            },
+            |answer| dra_layout::check_layout(answer, devices).and_then(|()| held.check(answer)),
         );
         extras = match outcome {
             Ok(layout) => DraExtras::from_layout(layout),

@@ -13,12 +13,14 @@ mod writes;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use tokio::sync::{broadcast, watch};
 
 use crate::admission::{AdmissionPolicy, ServerConfig};
 use crate::collection::{Change, ChangeKind, State};
 use crate::identity::now;
 use crate::kinds::StoredKind;
+use crate::pool_history::PoolHistory;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::stats::Stats;
 use crate::status::ApiError;
@@ -83,6 +85,8 @@ pub(crate) struct Store {
     latest: watch::Sender<u64>,
     config: Mutex<ServerConfig>,
     pub(crate) stats: Mutex<Stats>,
+    /// The device sets of each node's pool, change by change.
+    pub(crate) pool_history: Mutex<PoolHistory>,
 }
 
 impl std::fmt::Debug for Store {
@@ -102,6 +106,7 @@ impl Store {
             latest: watch::channel(FIRST_RESOURCE_VERSION).0,
             config: Mutex::new(ServerConfig::default()),
             stats: Mutex::new(Stats::default()),
+            pool_history: Mutex::new(PoolHistory::default()),
         }
     }
 
@@ -137,6 +142,12 @@ impl Store {
     }
 
     fn announce(&self, version: u64) {
+        // Listed under the history's lock: a later write's list is never
+        // observed before an earlier one's.
+        let mut history = self.pool_history.lock().unwrap_or_else(|p| p.into_inner());
+        let (slices, _) = self.list::<ResourceSlice>(&Filter::default());
+        history.observe(&slices);
+        drop(history);
         self.latest.send_replace(version);
     }
 
