@@ -175,11 +175,19 @@ fn name_of(node: &str) -> String {
 /// A claim allocated the devices of `nodes` in pool `NODE`, stored in the
 /// API server; returns its reference.
 fn put_claim(api: &FakeApiServer, name: &str, nodes: &[&str]) -> ClaimRef {
-    let results: Vec<serde_json::Value> = nodes
+    let devices: Vec<String> = nodes.iter().map(|node| name_of(node)).collect();
+    let devices: Vec<&str> = devices.iter().map(String::as_str).collect();
+    put_claim_of(api, name, &devices)
+}
+
+/// A claim allocated the DRA devices `devices` (published names) in pool
+/// `NODE`, stored in the API server; returns its reference.
+fn put_claim_of(api: &FakeApiServer, name: &str, devices: &[&str]) -> ClaimRef {
+    let results: Vec<serde_json::Value> = devices
         .iter()
-        .map(|node| {
+        .map(|device| {
             serde_json::json!({
-                "request": "hot", "driver": DRIVER, "pool": NODE, "device": name_of(node)
+                "request": "hot", "driver": DRIVER, "pool": NODE, "device": device
             })
         })
         .collect();
@@ -571,7 +579,15 @@ fn set_aside(dra: &Dra) -> Vec<String> {
 #[ignore = "needs the previous release's binary: tests/downgrade.sh builds it and runs this test"]
 async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_claim() {
     let previous = previous_release();
-    let dra = Dra::new(&[]).await;
+    // Partitions (two per device, from the position-naming test guest),
+    // so the checkpoint records carry what partitions add.
+    let partitioned = format!(
+        "version = 1\nresource = \"{RESOURCE}\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n[[nodes]]\npath = \"/dev/hot*\"\n[[companion-nodes]]\npath = \"{COMPANION}\"\n[hooks.dra-layout]\nguest = \"guests/position.wasm\"\n"
+    );
+    let dra = Dra::new(&[("hot.toml", &partitioned)]).await;
+    dra.world
+        .install_guest(wdp_guest_artifacts::HOSTILE_POSITION_LAYOUT, "position.wasm");
+    let published = DEVICES.len() * 3;
     let spawn = |program: &str, id: &str| {
         let mut args = run_args(&dra, &dra.world.config());
         args.extend(["--instance-id".to_owned(), id.to_owned()]);
@@ -582,8 +598,8 @@ async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_c
     // The previous release serves and prepares a claim.
     let mut old = spawn(&previous, "pod-previous");
     dra.registered(&old, 1).await;
-    dra.published(&old, DEVICES.len()).await;
-    let first = put_claim(&dra.api, "first", &[DEVICES[0]]);
+    dra.published(&old, published).await;
+    let first = put_claim_of(&dra.api, "first", &["part-0-0"]);
     let first_ids = prepare(&dra, &old, &first).await;
 
     // Upgrade: this release starts beside it, takes the publishing over,
@@ -594,7 +610,7 @@ async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_c
     old.wait_for_log("a newer instance of the host publishes the ResourceSlices now")
         .await;
     assert_eq!(prepare(&dra, &new, &first).await, first_ids);
-    let second = put_claim(&dra.api, "second", &[DEVICES[1]]);
+    let second = put_claim_of(&dra.api, "second", &["part-1-1"]);
     let second_ids = prepare(&dra, &new, &second).await;
     assert!(old.terminate().await.success(), "{}", old.log());
     unprepare(&dra, &first).await;
