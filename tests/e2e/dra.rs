@@ -585,8 +585,10 @@ async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_c
         "version = 1\nresource = \"{RESOURCE}\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n[[nodes]]\npath = \"/dev/hot*\"\n[[companion-nodes]]\npath = \"{COMPANION}\"\n[hooks.dra-layout]\nguest = \"guests/position.wasm\"\n"
     );
     let dra = Dra::new(&[("hot.toml", &partitioned)]).await;
-    dra.world
-        .install_guest(wdp_guest_artifacts::HOSTILE_POSITION_LAYOUT, "position.wasm");
+    dra.world.install_guest(
+        wdp_guest_artifacts::HOSTILE_POSITION_LAYOUT,
+        "position.wasm",
+    );
     let published = DEVICES.len() * 3;
     let spawn = |program: &str, id: &str| {
         let mut args = run_args(&dra, &dra.world.config());

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use wdp_resource::atomic_file::{self, Durability};
 
+use crate::checksum::{canonical_checksum, fnv1a};
 use crate::file_stamp::FileStamp;
 
 /// The format version this host writes and reads.
@@ -196,57 +197,8 @@ pub fn checkpoint_path(state_dir: &Path, driver: &str) -> PathBuf {
     state_dir.join("dra").join(format!("{driver}.json"))
 }
 
-fn fnv1a(bytes: &[u8]) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
-}
-
 fn checksum(claims: &BTreeMap<String, PreparedClaim>) -> String {
     fnv1a(&serde_json::to_vec(claims).unwrap_or_default())
-}
-
-/// The checksum of `claims` with every object's keys sorted: the same for
-/// any writer's field order.
-fn canonical_checksum(claims: &Value) -> String {
-    let mut bytes = Vec::new();
-    write_canonical(claims, &mut bytes);
-    fnv1a(&bytes)
-}
-
-/// Compact JSON with object keys in byte order (whichever map type
-/// `serde_json` was built with).
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend(serde_json::to_vec(key).unwrap_or_default());
-                out.push(b':');
-                write_canonical(value, out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
-        scalar => out.extend(serde_json::to_vec(scalar).unwrap_or_default()),
-    }
 }
 
 /// An exclusive `flock` on the checkpoint's lock file, released when

@@ -33,6 +33,7 @@
 
 mod allocation;
 mod checkpoint;
+mod checksum;
 mod claim;
 mod claim_cdi;
 mod cleanup;
