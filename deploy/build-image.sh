@@ -62,8 +62,11 @@ if [ -f guests/build.sh ]; then
   log "building the example guests (guests/build.sh)"
   bash guests/build.sh
 fi
-log "building the static release binary ($TARGET)"
-cargo build --release --locked --target "$TARGET" -p wasm-device-plugin
+log "building the static release binary ($TARGET, without the demo and its test doubles)"
+# `demo` (the simulated kubelet and the in-process API server it runs
+# against) is a default feature for `cargo run`; the image's binary leaves
+# it out, keeping mimalloc.
+cargo build --release --locked --target "$TARGET" -p wasm-device-plugin --no-default-features --features mimalloc
 BIN="$TARGET_DIR/$TARGET/release/wasm-device-plugin"
 [ -x "$BIN" ] || die "$BIN was not built"
 

@@ -5,7 +5,9 @@
 //! supervisor lives in `wdp-host`, and what it serves in the crates below
 //! it (`docs/architecture.md` draws them).
 
+#[cfg(feature = "demo")]
 mod demo;
+#[cfg(feature = "demo")]
 mod demo_dra;
 mod exercise;
 mod http;
@@ -96,7 +98,9 @@ enum Command {
     NewGuest(new_guest::NewGuestArgs),
     /// Run the host on a config directory against an in-process simulated
     /// kubelet, print what registered and advertised, admit a sample
-    /// container per resource, and keep running until interrupted.
+    /// container per resource, and keep running until interrupted. (Built
+    /// with the `demo` feature, on by default; the image leaves it off.)
+    #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
 }
 
@@ -247,7 +251,9 @@ fn main() -> ExitCode {
     // notify reports an expected race (a watch the kernel already
     // dropped) at info; it is noise to an operator.
     let default_filter = match cli.command {
-        Command::Demo(_) | Command::Test(_) => "warn",
+        #[cfg(feature = "demo")]
+        Command::Demo(_) => "warn",
+        Command::Test(_) => "warn",
         _ => "info,notify=warn",
     };
     init_tracing(cli.log_format, default_filter);
@@ -267,6 +273,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run(args).await,
             Command::Check(args) => offline(move || check(args)).await,
             Command::Precompile(args) => offline(move || precompile::run(args)).await,
+            #[cfg(feature = "demo")]
             Command::Demo(args) => demo::run(args).await,
             Command::Test(args) => exercise::run(args).await,
             Command::Record(args) => offline(move || record(args)).await,
