@@ -173,8 +173,8 @@ impl Plugin {
         let log = dir.join(format!("plugin-{n}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let mut command = match wrapper.split_first() {
-            Some((program, rest)) => {
-                let mut command = tokio::process::Command::new(program);
+            Some((wrapping, rest)) => {
+                let mut command = tokio::process::Command::new(wrapping);
                 command.args(rest).arg(program);
                 command
             }

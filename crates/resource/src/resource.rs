@@ -170,7 +170,7 @@ impl Resource {
     /// to other hardware (see [`crate::held`]). The hardware each held
     /// name means is read from the layout being served.
     pub fn hold<'a>(&self, devices: impl IntoIterator<Item = &'a HeldDevice>) {
-        let held = HeldLayout::new(devices, &self.devices().dra());
+        let held = HeldLayout::new(devices, self.devices().dra());
         if **self.held.load() != held {
             self.held.store(Arc::new(held));
         }
