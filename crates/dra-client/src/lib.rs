@@ -12,7 +12,9 @@
 //! notices fields the server drops (feature gates off) and retries with
 //! jittered backoff that honours `Retry-After`; [`client()`] and
 //! [`get_claim`] reach the API server, and [`write_device_status`] reports
-//! allocated devices' status on a claim (KEP-4817).
+//! allocated devices' status on a claim (KEP-4817). Beside DRA, the host
+//! follows one label of its own Node ([`watch_node_label`], which picks the
+//! node's configuration set) and may write one ([`set_node_label`]).
 
 #![warn(missing_docs)]
 
@@ -25,6 +27,7 @@ mod error;
 mod fit;
 mod keys;
 pub mod naming;
+mod node_label;
 mod plan;
 mod pool;
 mod problem;
@@ -51,7 +54,9 @@ pub use k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, NetworkDeviceData, ResourceClaim, ResourceSliceSpec,
 };
 pub use keys::{MAX_ATTRIBUTE_ID_LEN, qualified_attribute_key};
+pub use kube::Client;
 pub use naming::NameError;
+pub use node_label::{NodeLabel, set_node_label, watch_node_label};
 pub use plan::{
     MAX_DEVICES_PER_SLICE, MAX_DEVICES_PER_TAINTED_SLICE, PoolTarget, plan_pool, plan_slices,
 };

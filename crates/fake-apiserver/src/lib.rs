@@ -31,6 +31,7 @@ mod faults;
 mod identity;
 mod kinds;
 mod listener;
+mod nodes;
 mod patch;
 mod patch_request;
 mod pool_history;
@@ -241,6 +242,22 @@ impl FakeApiServer {
     /// Deletes a ResourceClaim; whether it existed.
     pub fn delete_claim(&self, namespace: &str, name: &str) -> bool {
         self.store.remove::<ResourceClaim>(namespace, name)
+    }
+
+    /// Waits until `pred` holds for the labels of Node `name` (checked now
+    /// and after every write); the labels last seen on timeout.
+    pub async fn wait_for_node_labels<
+        F: Fn(&std::collections::BTreeMap<String, String>) -> bool,
+    >(
+        &self,
+        name: &str,
+        pred: F,
+        timeout: Duration,
+    ) -> Result<
+        std::collections::BTreeMap<String, String>,
+        std::collections::BTreeMap<String, String>,
+    > {
+        wait::node_labels_until(&self.store, name, pred, timeout).await
     }
 
     /// Creates or replaces a Node; returns the stored node.

@@ -58,7 +58,10 @@ pub(crate) fn router(state: AppState) -> Router {
                 .patch(claim_status::patch_status),
         )
         .route("/api/v1/nodes", get(list_cluster::<Node>))
-        .route("/api/v1/nodes/{name}", get(get_cluster::<Node>))
+        .route(
+            "/api/v1/nodes/{name}",
+            get(get_cluster::<Node>).patch(crate::nodes::patch_node),
+        )
         .fallback(|uri: Uri| async move { ApiError::no_route(uri.path()) })
         .method_not_allowed_fallback(|method: Method| async move {
             ApiError::method_not_allowed(method.as_str())

@@ -1,8 +1,10 @@
-//! Waiting for the stored ResourceSlices to reach a state: the check is rerun after every write,
+//! Waiting for the stored ResourceSlices (or a Node's labels) to reach a state: the check is rerun after every write,
 //! until it holds or the time is up ([`Timeout`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
 use crate::store::{Filter, Store};
@@ -47,6 +49,36 @@ pub(crate) async fn slices_until<F: Fn(&[ResourceSlice]) -> bool>(
                     last: all_slices(store),
                 });
             }
+        }
+    }
+}
+
+/// Waits until `pred` holds for the labels of Node `name` (checked now and
+/// after every write); the labels as last seen when it gives up.
+pub(crate) async fn node_labels_until<F: Fn(&BTreeMap<String, String>) -> bool>(
+    store: &Store,
+    name: &str,
+    pred: F,
+    timeout: Duration,
+) -> Result<BTreeMap<String, String>, BTreeMap<String, String>> {
+    let labels = || {
+        store
+            .get::<Node>("", name)
+            .ok()
+            .and_then(|node| node.metadata.labels)
+            .unwrap_or_default()
+    };
+    let mut writes = store.subscribe_writes();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        writes.borrow_and_update();
+        let now = labels();
+        if pred(&now) {
+            return Ok(now);
+        }
+        match tokio::time::timeout_at(deadline, writes.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => return Err(labels()),
         }
     }
 }

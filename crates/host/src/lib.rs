@@ -14,12 +14,15 @@
 //! ([`HostOptions`]); `preflight` checks those folders; `supervisor` runs
 //! the whole ([`Host`], with `running` the served resources and `watch` the
 //! folder watchers); `reload` plans a live reload ([`ReloadSummary`])
-//! before the supervisor applies it; `offline` is `check`, `test` and
-//! `precompile` ([`check`], [`load_offline`], [`precompile`]); `error` is
-//! the one error type ([`HostError`]).
+//! before the supervisor applies it; [`config_sets`] picks the
+//! configuration set the node's label names and switches it live;
+//! `offline` is `check`, `test` and `precompile` ([`check`],
+//! [`load_offline`], [`precompile`]); `error` is the one error type
+//! ([`HostError`]).
 
 #![warn(missing_docs)]
 
+pub mod config_sets;
 mod error;
 mod offline;
 mod options;
@@ -29,9 +32,11 @@ mod running;
 mod supervisor;
 mod watch;
 
+pub use config_sets::{SwitchState, set_for_label};
 pub use error::HostError;
 pub use offline::{
-    HookReport, LoadedResource, PrecompileReport, ResourceReport, check, load_offline, precompile,
+    HookReport, LoadedResource, PrecompileReport, ResourceReport, check, check_set, load_offline,
+    load_offline_set, precompile,
 };
 pub use options::{DEFAULT_PLUGINS_DIR, DEFAULT_STATE_DIR, HostOptions};
 pub use reload::ReloadSummary;

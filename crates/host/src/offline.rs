@@ -18,6 +18,8 @@ use crate::error::HostError;
 /// What `check` prints for one resource.
 #[derive(Clone, Debug)]
 pub struct ResourceReport {
+    /// The configuration set it belongs to (`None`: the default set).
+    pub set: Option<String>,
     /// The extended resource name.
     pub resource: String,
     /// The file it comes from.
@@ -114,10 +116,24 @@ pub fn precompile(config_dir: &Path) -> Result<PrecompileReport, HostError> {
 /// A resource loaded offline, with the warnings of its first hardware scan.
 pub type LoadedResource = (Arc<Resource>, Vec<String>);
 
-/// Validates a config directory offline and reports what each resource
-/// would advertise. Blocking: call it from a blocking thread.
+/// Validates a config directory offline, its default set and every named
+/// configuration set, and reports what each resource would advertise.
+/// Blocking: call it from a blocking thread.
 pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>, HostError> {
-    load_offline(config_dir, host_root)?
+    let mut reports = check_set(config_dir, host_root, None)?;
+    for set in config::sets::named_sets(config_dir)? {
+        reports.extend(check_set(config_dir, host_root, Some(&set))?);
+    }
+    Ok(reports)
+}
+
+/// As [`check`], for one configuration set (`None`: the default).
+pub fn check_set(
+    config_dir: &Path,
+    host_root: &Path,
+    set: Option<&str>,
+) -> Result<Vec<ResourceReport>, HostError> {
+    load_offline_set(config_dir, host_root, set)?
         .into_iter()
         .map(|(resource, warnings)| {
             let spec = resource.spec();
@@ -126,6 +142,7 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
                 None => None,
             };
             Ok(ResourceReport {
+                set: set.map(str::to_owned),
                 resource: resource.name().to_owned(),
                 file: spec.config.file.clone(),
                 socket: spec.config.socket.clone(),
@@ -158,7 +175,16 @@ pub fn check(config_dir: &Path, host_root: &Path) -> Result<Vec<ResourceReport>,
 /// guest loaded and smoke-tested, discovery and health run once. For
 /// `check` and for exercising hooks offline (`test`). Blocking.
 pub fn load_offline(config_dir: &Path, host_root: &Path) -> Result<Vec<LoadedResource>, HostError> {
-    let config = config::load_dir(config_dir)?;
+    load_offline_set(config_dir, host_root, None)
+}
+
+/// As [`load_offline`], for configuration set `set` (`None`: the default).
+pub fn load_offline_set(
+    config_dir: &Path,
+    host_root: &Path,
+    set: Option<&str>,
+) -> Result<Vec<LoadedResource>, HostError> {
+    let config = config::load_set(config_dir, set)?;
     let engine = new_engine(&config)?;
     let specs = load_specs(&engine, &config)?;
     let root = HostRoot::new(host_root);

@@ -95,6 +95,15 @@ pub struct DriverLabel {
     pub driver: String,
 }
 
+/// Label set: a configuration set and the digest of its files.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfigSetLabels {
+    /// The set's name (`default` for the top-level one).
+    pub set: String,
+    /// `sha256:<hex>` of its files.
+    pub digest: String,
+}
+
 /// Label set: a resource and the DRA driver serving it.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceDriverLabels {
@@ -173,6 +182,9 @@ pub struct Metrics {
     pub reloads: Family<ResultLabel, Counter>,
     /// `wasm_device_plugin_config_valid`.
     pub config_valid: Gauge,
+    /// `wasm_device_plugin_config_set_info`: 1 for the configuration set
+    /// being served, by set name and digest.
+    pub config_set_info: Family<ConfigSetLabels, Gauge>,
     /// `wasm_device_plugin_registrations_total`.
     pub registrations: Family<RegistrationLabels, Counter>,
     /// `wasm_device_plugin_kubelet_restarts_total`.
@@ -261,6 +273,12 @@ impl Metrics {
             "1 when the configuration directory's latest content was applied, 0 when it was refused",
             config_valid.clone(),
         );
+        let config_set_info = Family::<ConfigSetLabels, Gauge>::default();
+        registry.register(
+            "config_set_info",
+            "1 for the configuration set this node serves (picked by its node label, else default), by set and the digest of its files",
+            config_set_info.clone(),
+        );
         let registrations = Family::<RegistrationLabels, Counter>::default();
         registry.register(
             "registrations",
@@ -291,6 +309,7 @@ impl Metrics {
             guest_calls_in_flight,
             reloads,
             config_valid,
+            config_set_info,
             registrations,
             kubelet_restarts,
             watchers,
@@ -397,6 +416,17 @@ impl Metrics {
     pub fn registration_observer(self: &Arc<Self>) -> RegistrationObserver {
         let metrics = self.clone();
         Arc::new(move |resource, ok| metrics.registration(resource, ok))
+    }
+
+    /// The configuration set served now (the one before is cleared).
+    pub fn set_config_set(&self, set: &str, digest: &str) {
+        self.config_set_info.clear();
+        self.config_set_info
+            .get_or_create(&ConfigSetLabels {
+                set: set.to_owned(),
+                digest: digest.to_owned(),
+            })
+            .set(1);
     }
 
     /// Counts one reload and sets `config_valid`.

@@ -214,6 +214,12 @@ struct CheckArgs {
     /// must accept new files) when a resource has `cdi` on.
     #[arg(long, env = "WDP_CDI_DIR")]
     cdi_dir: Option<PathBuf>,
+
+    /// Show only what a node whose configuration-set label has this value
+    /// runs (`""`: a node without the label). Without it, the default set
+    /// and every named set are checked.
+    #[arg(long, value_name = "VALUE")]
+    node_label: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -345,7 +351,22 @@ async fn release_start_up_code(host: std::sync::Arc<Host>) {
 }
 
 fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let reports = wdp_host::check(&args.config_dir, &args.host_root)?;
+    let reports = match &args.node_label {
+        None => wdp_host::check(&args.config_dir, &args.host_root)?,
+        Some(value) => {
+            let label = wdp_resource::config::load_dir(&args.config_dir)?
+                .host
+                .config_sets
+                .node_label;
+            let set = wdp_host::set_for_label(&args.config_dir, &label, Some(value))
+                .map_err(anyhow::Error::msg)?;
+            println!(
+                "a node labelled {label}={value} runs configuration set {}",
+                wdp_host::config_sets::shown(set.as_deref())
+            );
+            wdp_host::check_set(&args.config_dir, &args.host_root, set.as_deref())?
+        }
+    };
     if let Some(dir) = &args.cdi_dir
         && reports
             .iter()
@@ -358,7 +379,16 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
     if reports.is_empty() {
         println!("{}: no resources configured", args.config_dir.display());
     }
+    let named_sets = reports.iter().any(|r| r.set.is_some());
+    let mut heading: Option<Option<String>> = None;
     for r in reports {
+        if named_sets && heading.as_ref() != Some(&r.set) {
+            println!(
+                "configuration set {}:",
+                wdp_host::config_sets::shown(r.set.as_deref())
+            );
+            heading = Some(r.set.clone());
+        }
         println!("{} ({})", r.resource, r.file.display());
         if let Some(dra) = &r.dra {
             println!(

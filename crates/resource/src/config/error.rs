@@ -90,6 +90,35 @@ pub enum ConfigError {
         /// The socket name.
         socket: String,
     },
+    /// A configuration set was asked for that the directory does not hold.
+    #[error("{dir}: no configuration set `{set}` (sets: {available})")]
+    UnknownSet {
+        /// The config directory.
+        dir: PathBuf,
+        /// The set asked for.
+        set: String,
+        /// The sets the directory holds, comma-separated (`default` first).
+        available: String,
+    },
+    /// A folder under `sets/` whose name cannot be a node label's value.
+    #[error("{dir}: configuration set name `{set}`: {problem}")]
+    SetName {
+        /// The folder.
+        dir: PathBuf,
+        /// Its name.
+        set: String,
+        /// Why it cannot be a set's name.
+        problem: String,
+    },
+    /// A `host.toml` inside a set: host settings are the node's, shared by
+    /// every set.
+    #[error(
+        "{file}: host settings are shared by every configuration set; put host.toml at the top of the config directory"
+    )]
+    HostFileInSet {
+        /// The file.
+        file: PathBuf,
+    },
 }
 
 impl ConfigError {

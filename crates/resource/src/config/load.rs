@@ -6,47 +6,72 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
+
 use super::error::ConfigError;
 use super::model::{ConfigSet, ResourceConfig};
 use super::schema::HOST_FILE;
 use super::schema::{HostSettings, parse};
+use super::sets::{describe_available, named_sets, set_dir};
 use super::validate::{check_version, parse_resource};
 use wdp_policy::{RegularFileError, read_regular_file};
 
 use crate::limits::MAX_CONFIG_FILE_BYTES;
 
-/// Reads and validates a whole configuration directory.
+/// Reads and validates a whole configuration directory: its default set.
 ///
 /// Never blocks on what it finds there: an entry named `*.toml` that is
 /// not a regular file (after following symlinks, as ConfigMap volumes use
 /// them) is refused by name, as is a file above
 /// [`MAX_CONFIG_FILE_BYTES`].
 pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| ConfigError::Directory {
-        dir: dir.to_owned(),
-        source,
-    })?;
-    let mut files: Vec<PathBuf> = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| ConfigError::Directory {
-            dir: dir.to_owned(),
-            source,
-        })?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        // Hidden entries include the `..data` machinery of ConfigMap volumes.
-        if name.starts_with('.') || !name.ends_with(".toml") {
-            continue;
-        }
-        files.push(entry.path());
-    }
-    files.sort();
+    load_set(dir, None)
+}
 
+/// Reads and validates configuration set `set` of `dir` (`None`: the
+/// default set, the resource files at the top), as [`load_dir`] does:
+/// its resource files, with `host.toml` and the guests' paths taken from
+/// the top of `dir` (see [`super::sets`]).
+pub fn load_set(dir: &Path, set: Option<&str>) -> Result<ConfigSet, ConfigError> {
+    let files_dir = match set {
+        None => dir.to_owned(),
+        Some(name) => {
+            if !named_sets(dir)?.iter().any(|known| known == name) {
+                return Err(ConfigError::UnknownSet {
+                    dir: dir.to_owned(),
+                    set: name.to_owned(),
+                    available: describe_available(dir),
+                });
+            }
+            set_dir(dir, name)
+        }
+    };
+    let mut files = toml_files(&files_dir)?;
+    if set.is_some() {
+        if let Some(file) = files.iter().find(|f| f.ends_with(HOST_FILE)) {
+            return Err(ConfigError::HostFileInSet { file: file.clone() });
+        }
+        let top = dir.join(HOST_FILE);
+        if toml_files(dir)?.contains(&top) {
+            files.insert(0, top);
+        }
+    }
+    let mut digest = Sha256::new();
     let host_path = dir.join(HOST_FILE);
     let host = if files.contains(&host_path) {
         let text = read_config_file(&host_path)?;
+        digest_file(&mut digest, HOST_FILE, &text);
         let host: HostSettings = parse(&host_path, &text)?;
         check_version(&host_path, host.version)?;
+        // The state label is `<node-label>.state`: both must be label names.
+        let label = &host.config_sets.node_label;
+        if let Some(problem) = wdp_dra_client::label_name_problem(&format!("{label}.state")) {
+            return Err(ConfigError::invalid(
+                &host_path,
+                "config-sets.node-label",
+                format!("{label:?} (and {label}.state) must be a node label's name: {problem}"),
+            ));
+        }
         host
     } else {
         HostSettings::default()
@@ -55,6 +80,8 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigError> {
     let mut resources: BTreeMap<String, ResourceConfig> = BTreeMap::new();
     for file in files.iter().filter(|f| **f != host_path) {
         let text = read_config_file(file)?;
+        let name = file.strip_prefix(dir).unwrap_or(file);
+        digest_file(&mut digest, &name.to_string_lossy(), &text);
         let resource = parse_resource(dir, file, &text, &host)?;
         if let Some(other) = resources.get(&resource.resource) {
             return Err(ConfigError::DuplicateResource {
@@ -89,9 +116,43 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigError> {
     }
     Ok(ConfigSet {
         dir: dir.to_owned(),
+        set: set.map(str::to_owned),
+        digest: format!("sha256:{:x}", digest.finalize()),
         host,
         resources,
     })
+}
+
+/// The `*.toml` entries of `dir`, sorted; hidden entries (the `..data`
+/// machinery of ConfigMap volumes) skipped.
+fn toml_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| ConfigError::Directory {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| ConfigError::Directory {
+            dir: dir.to_owned(),
+            source,
+        })?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || !name.ends_with(".toml") {
+            continue;
+        }
+        files.push(entry.path());
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Adds one config file (its path and text) to a set's digest.
+fn digest_file(digest: &mut Sha256, name: &str, text: &str) {
+    for part in [name.as_bytes(), text.as_bytes()] {
+        digest.update(u64::try_from(part.len()).unwrap_or(u64::MAX).to_be_bytes());
+        digest.update(part);
+    }
 }
 
 /// Reads one config file as UTF-8 text: only a regular file (symlinks
@@ -210,5 +271,69 @@ mod tests {
         std::os::unix::fs::symlink("..data/fuse.toml", dir.path().join("fuse.toml")).unwrap();
         let set = load_dir_bounded(dir.path()).unwrap();
         assert!(set.resources.contains_key("example.com/fuse"));
+    }
+
+    /// A directory with the default set (fuse) and set `loops` (loop).
+    fn with_sets() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("fuse.toml"), FUSE).unwrap();
+        std::fs::create_dir_all(dir.path().join("sets/loops")).unwrap();
+        std::fs::write(
+            dir.path().join("sets/loops/loop.toml"),
+            "version = 1\nresource = \"example.com/loop\"\n[[nodes]]\npath = \"/dev/loop*\"\n",
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_named_set_is_its_own_resource_files_with_the_top_host_settings() {
+        let dir = with_sets();
+        std::fs::write(
+            dir.path().join(HOST_FILE),
+            "version = 1\npoll-interval-ms = 1234\n",
+        )
+        .unwrap();
+        let default = load_dir(dir.path()).unwrap();
+        let loops = load_set(dir.path(), Some("loops")).unwrap();
+        assert_eq!(default.set, None);
+        assert_eq!(loops.set.as_deref(), Some("loops"));
+        assert_eq!(
+            default.resources.keys().collect::<Vec<_>>(),
+            ["example.com/fuse"]
+        );
+        assert_eq!(
+            loops.resources.keys().collect::<Vec<_>>(),
+            ["example.com/loop"]
+        );
+        assert_eq!(loops.host.poll_interval_ms, 1234);
+        assert_ne!(default.digest, loops.digest);
+        assert_eq!(
+            loops.digest,
+            load_set(dir.path(), Some("loops")).unwrap().digest
+        );
+        assert!(loops.digest.starts_with("sha256:"), "{}", loops.digest);
+    }
+
+    #[test]
+    fn an_unknown_set_a_host_file_in_a_set_and_a_bad_set_name_are_refused_by_name() {
+        let dir = with_sets();
+        let unknown = load_set(dir.path(), Some("training"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.contains("no configuration set `training`")
+                && unknown.contains("sets: default, loops"),
+            "{unknown}"
+        );
+        std::fs::write(dir.path().join("sets/loops/host.toml"), "version = 1\n").unwrap();
+        let host = load_set(dir.path(), Some("loops")).unwrap_err().to_string();
+        assert!(
+            host.contains("sets/loops/host.toml") && host.contains("shared by every"),
+            "{host}"
+        );
+        std::fs::create_dir_all(dir.path().join("sets/-bad")).unwrap();
+        let name = load_set(dir.path(), Some("loops")).unwrap_err().to_string();
+        assert!(name.contains("configuration set name `-bad`"), "{name}");
     }
 }

@@ -11,23 +11,26 @@
 //! device-plugin socket is named and whether its path could be bound;
 //! `serving` judges the `api` and `driver` keys and what a DRA resource may
 //! not set; `validate` turns one parsed resource file into a
-//! [`ResourceConfig`]; and `load` reads the directory (special files and
-//! oversized files refused without blocking) into a [`ConfigSet`].
+//! [`ResourceConfig`]; [`sets`] names the configuration sets a directory
+//! holds; and `load` reads the directory, or one of its sets (special
+//! files and oversized files refused without blocking), into a
+//! [`ConfigSet`].
 
 mod error;
 mod load;
 mod model;
 mod schema;
 mod serving;
+pub mod sets;
 mod socket;
 mod validate;
 
 pub use error::ConfigError;
-pub use load::{load_dir, read_config_file};
+pub use load::{load_dir, load_set, read_config_file};
 pub use model::{ConfigSet, HookBinding, ResourceConfig};
 pub use schema::{
-    CONFIG_VERSION, CdiEdits, CdiHook, CdiMode, CdiMount, GuestSignatures, HOST_FILE, HookConfig,
-    HookDefaults, HostSettings, OnError, ServingApi,
+    CONFIG_VERSION, CdiEdits, CdiHook, CdiMode, CdiMount, ConfigSetsSettings, DEFAULT_SET_LABEL,
+    GuestSignatures, HOST_FILE, HookConfig, HookDefaults, HostSettings, OnError, ServingApi,
 };
 pub use serving::{PUBLISH_INTERVAL_MS, validate_driver_name};
 pub use socket::{default_socket_name, socket_path, validate_socket_name};

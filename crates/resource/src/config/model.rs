@@ -17,6 +17,12 @@ use super::schema::{CdiEdits, CdiMode, HostSettings, OnError, ServingApi};
 pub struct ConfigSet {
     /// The directory.
     pub dir: PathBuf,
+    /// The named configuration set read (`None`: the default set).
+    pub set: Option<String>,
+    /// SHA-256 over the files read (`host.toml` and the resource files,
+    /// with their paths), `sha256:<hex>`: what the metric of the active
+    /// set shows, so a fleet's versions can be compared.
+    pub digest: String,
     /// `host.toml`, or the defaults when absent.
     pub host: HostSettings,
     /// Resources keyed by resource name.

@@ -42,6 +42,40 @@ pub struct HostSettings {
     /// signed by (none: signatures not required).
     #[serde(default)]
     pub guest_signatures: GuestSignatures,
+    /// `[config-sets]`: which node label picks the configuration set (see
+    /// `super::sets`).
+    #[serde(default)]
+    pub config_sets: ConfigSetsSettings,
+}
+
+/// The node label that picks a node's configuration set.
+pub const DEFAULT_SET_LABEL: &str = "wasm-device-plugin.io/config";
+
+/// `[config-sets]` in `host.toml`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigSetsSettings {
+    /// The node label whose value names the set the node runs.
+    #[serde(default = "default_set_label")]
+    pub node_label: String,
+    /// Write the outcome of each switch into the node label
+    /// `<node-label>.state` (`pending`, `success`, `failed`); needs the
+    /// `patch` verb on nodes.
+    #[serde(default)]
+    pub report_state: bool,
+}
+
+impl Default for ConfigSetsSettings {
+    fn default() -> Self {
+        Self {
+            node_label: default_set_label(),
+            report_state: false,
+        }
+    }
+}
+
+fn default_set_label() -> String {
+    DEFAULT_SET_LABEL.to_owned()
 }
 
 /// `[guest-signatures]`, in `host.toml` (every resource) or a resource
@@ -64,6 +98,7 @@ impl Default for HostSettings {
             reload_debounce_ms: default_debounce_ms(),
             precompiled_cache_dir: None,
             guest_signatures: GuestSignatures::default(),
+            config_sets: ConfigSetsSettings::default(),
         }
     }
 }
