@@ -42,6 +42,53 @@ def dra_drivers(configmaps: dict[str, dict[str, Any]]) -> dict[str, str]:
     return drivers
 
 
+def uses_config_sets(pod: dict[str, Any]) -> bool:
+    """Whether the config volume places files under sets/ (named
+    configuration sets, picked by the node's label)."""
+    for volume in pod.get("volumes", []):
+        for source in (volume.get("projected") or {}).get("sources", []):
+            for item in (source.get("configMap") or {}).get("items", []):
+                if item.get("path", "").startswith("sets/"):
+                    return True
+    return False
+
+
+def check_config_sets(
+    label: str,
+    where: str,
+    pod: dict[str, Any],
+    c: dict[str, Any],
+    configmaps: dict[str, Any],
+    roles: list[dict[str, Any]],
+    failure: Callable[[str], Exception],
+) -> str:
+    """Configuration sets without DRA: the host reads its own Node's label,
+    so it needs a token, NODE_NAME and read access to nodes, and nothing
+    more (patch only when a host.toml asks to report the state)."""
+    if pod.get("automountServiceAccountToken") is not True:
+        raise failure(f"{where}: configuration sets need the service-account token mounted (the host reads its Node's label)")
+    env = {e.get("name"): e for e in c.get("env", [])}
+    field = env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+    if field != "spec.nodeName":
+        raise failure(f"{where}: configuration sets need NODE_NAME from spec.nodeName")
+    report_state = any(
+        (tomllib.loads(text).get("config-sets") or {}).get("report-state") is True
+        for cm in configmaps.values()
+        for name, text in (cm.get("data") or {}).items()
+        if name == "host.toml"
+    )
+    wanted = {"get", "list", "watch"} | ({"patch"} if report_state else set())
+    granted: set[str] = set()
+    for role in roles:
+        for rule in role.get("rules", []):
+            if rule.get("apiGroups") != [""] or rule.get("resources") != ["nodes"]:
+                raise failure(f"{label}: ClusterRole {role['metadata']['name']} grants {rule}: configuration sets need nodes only")
+            granted |= set(rule.get("verbs", []))
+    if granted != wanted:
+        raise failure(f"{label}: configuration sets need {sorted(wanted)} on nodes, the ClusterRoles grant {sorted(granted)}")
+    return f"{label}: configuration sets: token, NODE_NAME and {sorted(wanted)} on nodes only"
+
+
 def is_dra_object(doc: dict[str, Any]) -> bool:
     return doc.get("apiVersion", "").startswith(DRA_GROUP)
 
@@ -57,6 +104,8 @@ def check_dra(label: str, docs: list[dict[str, Any]], failure: Callable[[str], E
     roles = [d for d in docs if d.get("kind") == "ClusterRole"]
     classes = [d for d in docs if d.get("kind") == "DeviceClass"]
 
+    if not drivers and uses_config_sets(pod):
+        return check_config_sets(label, where, pod, c, configmaps, roles, failure)
     if not drivers:
         if pod.get("automountServiceAccountToken") is not False:
             raise failure(f"{where}: no DRA resource, so no service-account token may be mounted")
