@@ -108,8 +108,35 @@ impl SwitchState {
     }
 }
 
+/// Writes the opt-in state label, each time the state (or the label's
+/// value) changes.
+struct StateReporter {
+    client: wdp_dra_client::Client,
+    node: String,
+    key: String,
+    enabled: bool,
+    last: Option<(Option<String>, SwitchState)>,
+}
+
+impl StateReporter {
+    async fn report(&mut self, value: &Option<String>, state: SwitchState) {
+        let now = Some((value.clone(), state));
+        if !self.enabled || self.last == now {
+            return;
+        }
+        self.last = now;
+        if let Err(error) =
+            wdp_dra_client::set_node_label(&self.client, &self.node, &self.key, state.as_str())
+                .await
+        {
+            tracing::warn!(node = %self.node, label = %self.key, %error, "cannot write the configuration set's state into the node's label");
+        }
+    }
+}
+
 /// Follows the node's label and switches `host` to the set it names,
-/// until `stop` (or the host is gone).
+/// until `stop` (or the host is gone). A set refused before is tried again
+/// whenever the config directory changes.
 pub(crate) fn follow_label(
     host: Weak<Host>,
     client: wdp_dra_client::Client,
@@ -119,55 +146,54 @@ pub(crate) fn follow_label(
     stop: CancellationToken,
 ) {
     let mut values = wdp_dra_client::watch_node_label(client.clone(), &node, &label, stop.clone());
-    let state_label = format!("{label}.state");
+    let mut reporter = StateReporter {
+        client,
+        key: format!("{label}.state"),
+        node,
+        enabled: report_state,
+        last: None,
+    };
     tokio::spawn(async move {
         loop {
+            let retry = match host.upgrade() {
+                Some(host) => host.set_files_changed.clone(),
+                None => return,
+            };
             tokio::select! {
                 _ = stop.cancelled() => return,
                 changed = values.changed() => if changed.is_err() { return },
+                // The directory changed: a set refused before may load now.
+                () = retry.notified() => {}
             }
             let NodeLabel::Value(value) = values.borrow_and_update().clone() else {
                 continue;
             };
             let Some(host) = host.upgrade() else { return };
-            let report = |state: SwitchState| {
-                let (client, node, key) = (client.clone(), node.clone(), state_label.clone());
-                async move {
-                    if !report_state {
-                        return;
-                    }
-                    if let Err(error) =
-                        wdp_dra_client::set_node_label(&client, &node, &key, state.as_str()).await
-                    {
-                        tracing::warn!(%node, label = %key, %error, "cannot write the configuration set's state into the node's label");
-                    }
-                }
-            };
             let dir = host.options().config_dir.clone();
             let current = host.config_set().await;
             let wanted = match set_for_label(&dir, &label, value.as_deref()) {
                 Ok(wanted) => wanted,
                 Err(problem) => {
                     tracing::error!(%problem, serving = %shown(current.as_deref()), "configuration set not switched; the current one keeps serving");
-                    report(SwitchState::Failed).await;
+                    reporter.report(&value, SwitchState::Failed).await;
                     continue;
                 }
             };
             if current == wanted {
-                report(SwitchState::Success).await;
+                reporter.report(&value, SwitchState::Success).await;
                 continue;
             }
-            report(SwitchState::Pending).await;
+            reporter.report(&value, SwitchState::Pending).await;
             let outcome = host.switch_config_set(wanted.clone()).await;
-            let value = value.as_deref().unwrap_or("");
+            let shown_label = format!("{label}={}", value.as_deref().unwrap_or(""));
             match outcome {
                 Ok(summary) => {
-                    tracing::info!(from = %shown(current.as_deref()), to = %shown(wanted.as_deref()), label = %format!("{label}={value}"), added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration set switched");
-                    report(SwitchState::Success).await;
+                    tracing::info!(from = %shown(current.as_deref()), to = %shown(wanted.as_deref()), label = %shown_label, added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration set switched");
+                    reporter.report(&value, SwitchState::Success).await;
                 }
                 Err(error) => {
-                    tracing::error!(%error, label = %format!("{label}={value}"), wanted = %shown(wanted.as_deref()), serving = %shown(current.as_deref()), sets = %describe_available(&dir), "configuration set refused; the current one keeps serving");
-                    report(SwitchState::Failed).await;
+                    tracing::error!(%error, label = %shown_label, wanted = %shown(wanted.as_deref()), serving = %shown(current.as_deref()), sets = %describe_available(&dir), "configuration set refused; the current one keeps serving");
+                    reporter.report(&value, SwitchState::Failed).await;
                 }
             }
         }

@@ -46,6 +46,9 @@ pub struct Host {
     /// Whether the node's label that picks the configuration set is
     /// followed already.
     pub(crate) following_label: Mutex<bool>,
+    /// Woken after each reload of the config directory, so the label's
+    /// set, refused before, is tried again.
+    pub(crate) set_files_changed: Arc<tokio::sync::Notify>,
     /// Last reload error, for `/readyz` and logs; `None` when the latest
     /// directory content is being served.
     pub(crate) last_error: watch::Sender<Option<String>>,
@@ -147,6 +150,7 @@ impl Host {
             dra_api: Mutex::new(dra_api),
             config: Mutex::new(config),
             following_label: Mutex::new(false),
+            set_files_changed: Arc::default(),
             last_error: watch::Sender::new(None),
             previous_builds: std::sync::Mutex::default(),
             watchers: std::sync::Mutex::new(vec![config_watcher]),
@@ -587,6 +591,9 @@ impl Host {
                 if strong.reload().await.is_ok() {
                     strong.follow_set_label().await;
                 }
+                // Whatever the current set's outcome, the set the label
+                // names may load now.
+                strong.set_files_changed.notify_waiters();
             }
         });
     }

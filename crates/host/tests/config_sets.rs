@@ -162,6 +162,25 @@ async fn the_node_label_switches_the_set_live_refusals_keep_it_and_a_restart_ser
     })
     .await;
 
+    // Its file fixed, the set the label names is applied with no label
+    // change; then the label goes back to `loops`.
+    world.write_config(
+        "sets/broken/bad.toml",
+        &resource("example.com/bad", "/dev/loop0"),
+    );
+    kubelet
+        .wait_registered("example.com/bad", 1, WAIT)
+        .await
+        .unwrap();
+    state_is(&api, "success").await;
+    assert_eq!(host.config_set().await.as_deref(), Some("broken"));
+    api.put_node(node(Some("loops")));
+    kubelet
+        .wait_registered("example.com/loop", 2, WAIT)
+        .await
+        .unwrap();
+    state_is(&api, "success").await;
+
     // A restart while the API server does not answer: the set last
     // applied is served from the start.
     host.shutdown().await;
