@@ -216,3 +216,69 @@ fn check_validates_every_set_and_names_the_one_refused() {
         .to_string();
     assert!(refused.contains("sets/broken/bad.toml"), "{refused}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_sets_fails_no_dra_call_of_a_resource_both_serve_nor_rewrites_its_slices() {
+    use common::dra_world::*;
+    let w = DraWorld::new("").await;
+    // Set `plus-fuse`: the same DRA resource, and a device-plugin resource.
+    std::fs::create_dir_all(w.world.config().join("sets/plus-fuse")).unwrap();
+    std::fs::copy(
+        w.world.config().join("gpu.toml"),
+        w.world.config().join("sets/plus-fuse/gpu.toml"),
+    )
+    .unwrap();
+    w.world.write_host("/dev/fuse", "");
+    w.world.write_config(
+        "sets/plus-fuse/fuse.toml",
+        &resource("example.com/fuse", "/dev/fuse"),
+    );
+    w.api.put_node(node(None));
+    let kubelet = w.world.kubelet().await;
+    let (host, endpoint) = w.serving().await;
+    let pool_before = w.api.pool_history(NODE, DRIVER);
+
+    // Claims prepared and unprepared back to back on the DRA resource,
+    // while the node switches sets four times each way.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let calls = async {
+        let mut failures = Vec::new();
+        let mut made = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let claimed = w
+                .api
+                .put_claim(claim(&format!("c{made}"), DRIVER, &[&name_of(GPU_A)]));
+            let prepared = prepare_one(&endpoint, &claimed).await.error;
+            let unprepared = unprepare_one(&endpoint, &claimed).await;
+            failures.extend([prepared, unprepared].into_iter().filter(|e| !e.is_empty()));
+            made += 1;
+        }
+        (made, failures)
+    };
+    let switches = async {
+        for round in 1..=4u64 {
+            w.api.put_node(node(Some("plus-fuse")));
+            kubelet
+                .wait_registered("example.com/fuse", round, WAIT)
+                .await
+                .unwrap();
+            w.api.put_node(node(None));
+            wait_metrics(&host, "the default set", |m| {
+                sample(
+                    m,
+                    "wasm_device_plugin_config_set_info",
+                    &[("set", "default")],
+                ) == 1.0
+            })
+            .await;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    let ((made, failures), ()) = tokio::join!(calls, switches);
+    assert!(made > 0);
+    assert_eq!(failures, Vec::<String>::new(), "{made} claims");
+    // The DRA resource, the same in both sets, was never restarted: its
+    // pool was not written again.
+    assert_eq!(w.api.pool_history(NODE, DRIVER), pool_before);
+    host.shutdown().await;
+}
