@@ -6,7 +6,7 @@
 #
 # Plain `cargo build --release --target wasm32-wasip2` in guests/, with its
 # own target folder, target/guests/ at the repository root (the one
-# crates/guest-artifacts builds into for the tests, so neither rebuilds
+# crates/testing/guest-artifacts builds into for the tests, so neither rebuilds
 # what the other built). A copy is written only when its content changed,
 # so a second run is quick and touches nothing. Runs from any directory;
 # extra arguments go to cargo (e.g. --locked).

@@ -211,9 +211,9 @@ fn main() {
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let workspace = manifest_dir
-        .parent()
-        .and_then(Path::parent)
-        .expect("crates/guest-artifacts lives two levels below the workspace root")
+        .ancestors()
+        .nth(3)
+        .expect("crates/testing/guest-artifacts lives three levels below the workspace root")
         .to_path_buf();
     let guests_dir = workspace.join("guests");
     let wit_dir = workspace.join("wit");
