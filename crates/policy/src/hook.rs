@@ -110,25 +110,5 @@ impl FromStr for Hook {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn display_round_trips() {
-        for hook in Hook::ALL {
-            assert_eq!(hook.to_string().parse::<Hook>(), Ok(hook));
-        }
-        assert_eq!(
-            Hook::PreferredAllocation.to_string(),
-            "preferred-allocation"
-        );
-        assert!("preferred_allocation".parse::<Hook>().is_err());
-        assert_eq!("dra-layout".parse::<Hook>(), Ok(Hook::DraLayout));
-        assert_eq!(Hook::DeviceTaints.function(), "taints");
-        let unknown = "dra".parse::<Hook>().unwrap_err().to_string();
-        assert!(
-            unknown.ends_with("dra-unprepare, device-taints)"),
-            "{unknown}"
-        );
-    }
-}
+#[path = "hook_tests.rs"]
+mod tests;

@@ -14,9 +14,9 @@ use prometheus_client::registry::Registry;
 mod labels;
 
 pub use labels::{
-    ConfigSetLabels, DraClaimLabels, DraClaimResultLabels, DraOperation, DriverLabel,
-    GuestLabels, GuestResultLabels, HealthLabels, RegistrationLabels, ResourceDriverLabels,
-    ResourceLabel, ResultLabel, RpcLabels, RpcResultLabels,
+    ConfigSetLabels, DraClaimLabels, DraClaimResultLabels, DraOperation, DriverLabel, GuestLabels,
+    GuestResultLabels, HealthLabels, RegistrationLabels, ResourceDriverLabels, ResourceLabel,
+    ResultLabel, RpcLabels, RpcResultLabels,
 };
 
 /// The `result` label of a claim: `success` or `failure`.

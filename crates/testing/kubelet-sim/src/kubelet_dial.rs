@@ -354,14 +354,5 @@ fn put_int(out: &mut Vec<u8>, high: u8, bits: u8, mut value: usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn authority_is_the_percent_encoded_path() {
-        assert_eq!(
-            grpc_go_authority(Path::new("/var/lib/kubelet/plugins_registry/x.sock")),
-            "%2Fvar%2Flib%2Fkubelet%2Fplugins_registry%2Fx.sock"
-        );
-    }
-}
+#[path = "kubelet_dial_tests.rs"]
+mod tests;

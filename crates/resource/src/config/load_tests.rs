@@ -1,0 +1,153 @@
+
+use std::process::Command;
+use std::time::Duration;
+
+use super::*;
+
+const FUSE: &str =
+    "version = 1\nresource = \"example.com/fuse\"\n[[nodes]]\npath = \"/dev/fuse\"\n";
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+/// Runs `load_dir` on a thread and fails the test if it does not
+/// answer (a blocking read would hang it forever).
+fn load_dir_bounded(dir: &Path) -> Result<ConfigSet, ConfigError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dir = dir.to_owned();
+    std::thread::spawn(move || {
+        let _ = tx.send(load_dir(&dir));
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("load_dir blocked on a special file")
+}
+
+#[test]
+fn a_fifo_named_toml_is_refused_by_name_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fuse.toml"), FUSE).unwrap();
+    mkfifo(&dir.path().join("x.toml"));
+    let err = load_dir_bounded(dir.path()).unwrap_err();
+    assert!(
+        matches!(err, ConfigError::NotAFile { kind: "a FIFO", .. }),
+        "{err:?}"
+    );
+    let err = err.to_string();
+    assert!(err.contains("x.toml"), "{err}");
+    assert!(err.contains("FIFO"), "{err}");
+
+    // Also when host.toml is the FIFO, and through a symlink.
+    std::fs::remove_file(dir.path().join("x.toml")).unwrap();
+    mkfifo(&dir.path().join("pipe"));
+    std::os::unix::fs::symlink("pipe", dir.path().join("host.toml")).unwrap();
+    let err = load_dir_bounded(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("host.toml"), "{err}");
+    assert!(err.contains("FIFO"), "{err}");
+}
+
+#[test]
+fn directories_and_devices_named_toml_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("d.toml")).unwrap();
+    let err = load_dir_bounded(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("d.toml") && err.contains("a directory"),
+        "{err}"
+    );
+    std::fs::remove_dir(dir.path().join("d.toml")).unwrap();
+
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.toml")).unwrap();
+    let err = load_dir_bounded(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("zero.toml") && err.contains("a character device"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_huge_config_file_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.toml");
+    let file = std::fs::File::create(&big).unwrap();
+    // Sparse: no disk used, but far above the limit.
+    file.set_len(MAX_CONFIG_FILE_BYTES * 1024).unwrap();
+    let err = load_dir_bounded(dir.path()).unwrap_err();
+    assert!(matches!(err, ConfigError::TooLarge { .. }), "{err:?}");
+    assert!(err.to_string().contains("big.toml"), "{err}");
+}
+
+#[test]
+fn configmap_symlinks_are_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("..data")).unwrap();
+    std::fs::write(dir.path().join("..data/fuse.toml"), FUSE).unwrap();
+    std::os::unix::fs::symlink("..data/fuse.toml", dir.path().join("fuse.toml")).unwrap();
+    let set = load_dir_bounded(dir.path()).unwrap();
+    assert!(set.resources.contains_key("example.com/fuse"));
+}
+
+/// A directory with the default set (fuse) and set `loops` (loop).
+fn with_sets() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fuse.toml"), FUSE).unwrap();
+    std::fs::create_dir_all(dir.path().join("sets/loops")).unwrap();
+    std::fs::write(
+        dir.path().join("sets/loops/loop.toml"),
+        "version = 1\nresource = \"example.com/loop\"\n[[nodes]]\npath = \"/dev/loop*\"\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_named_set_is_its_own_resource_files_with_the_top_host_settings() {
+    let dir = with_sets();
+    std::fs::write(
+        dir.path().join(HOST_FILE),
+        "version = 1\npoll-interval-ms = 1234\n",
+    )
+    .unwrap();
+    let default = load_dir(dir.path()).unwrap();
+    let loops = load_set(dir.path(), Some("loops")).unwrap();
+    assert_eq!(default.set, None);
+    assert_eq!(loops.set.as_deref(), Some("loops"));
+    assert_eq!(
+        default.resources.keys().collect::<Vec<_>>(),
+        ["example.com/fuse"]
+    );
+    assert_eq!(
+        loops.resources.keys().collect::<Vec<_>>(),
+        ["example.com/loop"]
+    );
+    assert_eq!(loops.host.poll_interval_ms, 1234);
+    assert_ne!(default.digest, loops.digest);
+    assert_eq!(
+        loops.digest,
+        load_set(dir.path(), Some("loops")).unwrap().digest
+    );
+    assert!(loops.digest.starts_with("sha256:"), "{}", loops.digest);
+}
+
+#[test]
+fn an_unknown_set_a_host_file_in_a_set_and_a_bad_set_name_are_refused_by_name() {
+    let dir = with_sets();
+    let unknown = load_set(dir.path(), Some("training"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unknown.contains("no configuration set `training`")
+            && unknown.contains("sets: default, loops"),
+        "{unknown}"
+    );
+    std::fs::write(dir.path().join("sets/loops/host.toml"), "version = 1\n").unwrap();
+    let host = load_set(dir.path(), Some("loops")).unwrap_err().to_string();
+    assert!(
+        host.contains("sets/loops/host.toml") && host.contains("shared by every"),
+        "{host}"
+    );
+    std::fs::create_dir_all(dir.path().join("sets/-bad")).unwrap();
+    let name = load_set(dir.path(), Some("loops")).unwrap_err().to_string();
+    assert!(name.contains("configuration set name `-bad`"), "{name}");
+}

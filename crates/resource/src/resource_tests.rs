@@ -1,0 +1,60 @@
+
+use super::*;
+
+/// A resource over `count` fixture nodes `/dev/many/dN`.
+fn nodes_resource(count: usize) -> (tempfile::TempDir, Arc<Resource>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, config) = (tmp.path().join("root"), tmp.path().join("config"));
+    std::fs::create_dir_all(root.join("dev/many")).unwrap();
+    std::fs::create_dir_all(&config).unwrap();
+    for i in 0..count {
+        std::fs::write(root.join(format!("dev/many/d{i}")), b"").unwrap();
+    }
+    std::fs::write(
+        config.join("many.toml"),
+        "version = 1\nresource = \"example.com/many\"\n[[nodes]]\npath = \"/dev/many/d*\"\n",
+    )
+    .unwrap();
+    let config = crate::config::load_dir(&config).unwrap();
+    let engine = crate::loading::new_engine(&config).unwrap();
+    let spec = crate::loading::load_specs(&engine, &config)
+        .unwrap()
+        .into_values()
+        .next()
+        .unwrap();
+    let (resource, _) = Resource::new(spec, HostRoot::new(&root), Metrics::new(), None).unwrap();
+    (tmp, resource)
+}
+
+#[test]
+fn an_unchanged_refresh_keeps_the_advertised_set_itself() {
+    let (tmp, resource) = nodes_resource(3);
+    let first = resource.devices();
+    assert_eq!(first.len(), 3);
+    assert!(!resource.refresh());
+    // The very same set: no second copy, and its generation (which
+    // warm guest instances and their device tables are kept by) stays.
+    assert!(Arc::ptr_eq(&first, &resource.devices()));
+
+    // Hardware gone: listed Unhealthy, read back from the last set.
+    std::fs::remove_file(tmp.path().join("root/dev/many/d1")).unwrap();
+    assert!(resource.refresh());
+    let gone = resource.devices();
+    assert_ne!(gone.generation(), first.generation());
+    let d1 = gone.get("many-d1").unwrap();
+    assert!(!d1.healthy);
+    assert!(d1.reason.contains("many-d1"), "{}", d1.reason);
+    assert!(!resource.refresh());
+    assert!(Arc::ptr_eq(&gone, &resource.devices()));
+    assert_eq!(resource.devices().healthy_count(), 2);
+}
+
+#[test]
+fn slow_refreshes_poll_less_often() {
+    let interval = Duration::from_secs(2);
+    assert_eq!(poll_wait(interval, Duration::from_millis(3)), interval);
+    assert_eq!(
+        poll_wait(interval, Duration::from_millis(150)),
+        Duration::from_secs(15)
+    );
+}
