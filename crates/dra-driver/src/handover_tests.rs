@@ -1,4 +1,3 @@
-
 use super::*;
 
 async fn until(mut leading: watch::Receiver<bool>, wanted: bool) {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn device(numa: &[i64], facts: &[(&str, &str)]) -> wit::DeviceRef {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// Facts known up front.

@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// Waits (up to 10 s) until `condition` holds.

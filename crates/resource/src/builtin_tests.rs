@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::validate::preferred as validate_preferred;
 use wdp_policy::types::DeviceRef;

@@ -1,4 +1,3 @@
-
 use super::*;
 use wdp_policy::types::{DeviceCondition, NetworkData};
 

@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// A resource over `count` fixture nodes `/dev/many/dN`.

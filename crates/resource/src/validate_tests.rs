@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn device(id: &str, replicas: u32) -> Device {

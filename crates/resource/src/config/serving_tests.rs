@@ -1,4 +1,3 @@
-
 use super::super::{HostSettings, ResourceConfig, parse_resource};
 use super::*;
 

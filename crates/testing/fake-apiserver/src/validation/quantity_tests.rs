@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn q(text: &str) -> Quantity {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn names(list: &[&str]) -> Vec<String> {
