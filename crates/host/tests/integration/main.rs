@@ -1,0 +1,15 @@
+//! The integration tests of `host`, one module per file
+//! under `tests/integration/`, built as one test binary (one link instead
+//! of one per file); shared helpers in `common`.
+
+mod common;
+
+mod admin_nodes;
+mod config_sets;
+mod dra;
+mod dra_partitions;
+mod dra_reboot;
+mod guest_threads;
+mod pinned;
+mod serving;
+mod signed;

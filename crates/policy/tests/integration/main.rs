@@ -1,0 +1,14 @@
+//! The integration tests of `policy`, one module per file
+//! under `tests/integration/`, built as one test binary (one link instead
+//! of one per file); shared helpers in `common`.
+
+mod common;
+
+mod claim;
+mod dra_hooks;
+mod examples;
+mod loading;
+mod precompiled;
+mod sandbox;
+mod signature;
+mod warm;
