@@ -101,7 +101,11 @@ pub enum Mode {
 }
 
 /// Runs the pipeline for `spec`, updating `state`; a DRA layout may not
-/// move what `held` names to other hardware.
+/// move what `held` names to other hardware. The stages, in order: the
+/// hardware scan ([`scan`]), discovery ([`discover`]), health
+/// ([`health`]), companions and administrative nodes ([`companion_nodes`]),
+/// the DRA layout and taints ([`dra_extras`]), then the set is built and
+/// checked against the kubelet's message limit.
 pub fn run(
     spec: &ResourceSpec,
     root: &HostRoot,
@@ -116,37 +120,9 @@ pub fn run(
         problem,
     };
     let mut warnings = Vec::new();
-    // The last run's devices and verdicts, read back from its set.
+    // The last run's devices, read back from its set.
     let last_devices = state.set.devices_advertised();
-
-    // The hardware scan, with each selector's replica count beside it.
-    let mut scanned: Vec<Candidate> = Vec::new();
-    let mut replicas: Vec<u32> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    for (i, selector) in spec.config.selectors.iter().enumerate() {
-        match wdp_hardware::discover(root, std::slice::from_ref(selector)) {
-            Ok(scan) => {
-                warnings.extend(scan.warnings);
-                let count = spec.config.replicas.get(&i).copied().unwrap_or(1);
-                for c in scan.candidates {
-                    if seen.insert(c.id.clone()) {
-                        scanned.push(c);
-                        replicas.push(count);
-                    }
-                }
-            }
-            Err(source) if mode == Mode::Strict => {
-                return Err(ResourceError::Hardware {
-                    file: file.clone(),
-                    source,
-                });
-            }
-            Err(error) => warnings.push(format!("{}: {error}", describe(selector))),
-        }
-    }
-    drop(seen);
-    // Held until the next scan: no room left over from growing.
-    scanned.shrink_to_fit();
+    let (scanned, replicas) = scan(spec, root, mode, &mut warnings)?;
     // Candidates of the previous scan that are absent now are remembered
     // as gone; those back again are not.
     let present: Arc<Vec<Candidate>> = Arc::new(scanned);
@@ -164,65 +140,183 @@ pub fn run(
         gone: &gone,
     };
 
-    // Discovery: the guest's answer, or one device per candidate.
-    let mut devices = match spec.bound(Hook::Discovery) {
-        None => builtin::discovery(&present, &replicas),
-        Some((binding, guest)) => {
-            let input: Vec<_> = present.iter().map(|c| guest_candidate(c, true)).collect();
-            let known = &known;
-            let outcome = caller.call_blocking(
-                spec,
-                binding,
-                guest,
-                present.clone(),
-                |g, ctx| g.discover(ctx, &input),
-                |answer| validate::devices(answer, known),
-            );
-            match outcome {
-                Ok(answer) => answer,
-                Err(failure) if mode == Mode::Strict => return Err(refuse(failure.to_string())),
-                // Logged once per change of state by the guest-call path.
-                Err(_) => match binding.on_error {
-                    OnError::Builtin => builtin::discovery(&present, &replicas),
-                    OnError::Fail => last_devices.clone(),
-                },
+    let stages = Stages {
+        spec,
+        caller,
+        present: &present,
+        known: &known,
+        mode,
+    };
+    let devices = stages.discover(&replicas, &last_devices).map_err(refuse)?;
+    let mut verdicts = stages.health(&devices, &state.set).map_err(refuse)?;
+    let companions =
+        companion_nodes(&stages, root, &devices, &mut verdicts, &mut warnings).map_err(refuse)?;
+    if spec.config.cdi != CdiMode::Off
+        && let Some(problem) = devices
+            .iter()
+            .find_map(|d| crate::cdi::check_device_name(&d.id).err())
+    {
+        return Err(refuse(problem));
+    }
+    let dra = if spec.config.api == ServingApi::Dra {
+        dra_extras(&stages, state.set.dra(), held, &devices).map_err(refuse)?
+    } else {
+        Arc::default()
+    };
+    let set = DeviceSet::build(&devices, &verdicts, &known)
+        .with_companions(companions)
+        .with_dra(dra);
+    let size = set.list_encoded_len();
+    if size > KUBELET_MAX_MESSAGE_BYTES {
+        return Err(refuse(format!(
+            "{} devices make a {size}-byte ListAndWatch message, above the kubelet's {KUBELET_MAX_MESSAGE_BYTES}-byte limit",
+            set.len()
+        )));
+    }
+    let watch_paths = watch_paths(spec, root, &present, &gone);
+    drop(known);
+    drop((devices, verdicts, last_devices));
+    // Unchanged: the set being advertised stays, with its generation.
+    let set = if *state.set == set {
+        Arc::clone(&state.set)
+    } else {
+        Arc::new(set)
+    };
+    state.present = Arc::clone(&present);
+    state.gone = gone;
+    state.set = Arc::clone(&set);
+    Ok(Refreshed {
+        set,
+        warnings,
+        watch_paths,
+        present,
+    })
+}
+
+/// What every guest stage of one run reads: the spec and its guests, the
+/// candidates present and known, and how failures count.
+struct Stages<'a> {
+    spec: &'a ResourceSpec,
+    caller: &'a GuestCaller,
+    present: &'a Arc<Vec<Candidate>>,
+    known: &'a Known<'a>,
+    mode: Mode,
+}
+
+/// The hardware scan: the candidates of every selector (each once, in
+/// selector order), with each one's replica count beside it. A selector
+/// that cannot be read refuses a strict run and is a warning otherwise.
+fn scan(
+    spec: &ResourceSpec,
+    root: &HostRoot,
+    mode: Mode,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<Candidate>, Vec<u32>), ResourceError> {
+    let mut scanned: Vec<Candidate> = Vec::new();
+    let mut replicas: Vec<u32> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for (i, selector) in spec.config.selectors.iter().enumerate() {
+        match wdp_hardware::discover(root, std::slice::from_ref(selector)) {
+            Ok(scan) => {
+                warnings.extend(scan.warnings);
+                let count = spec.config.replicas.get(&i).copied().unwrap_or(1);
+                for c in scan.candidates {
+                    if seen.insert(c.id.clone()) {
+                        scanned.push(c);
+                        replicas.push(count);
+                    }
+                }
+            }
+            Err(source) if mode == Mode::Strict => {
+                return Err(ResourceError::Hardware {
+                    file: spec.config.file.clone(),
+                    source,
+                });
+            }
+            Err(error) => warnings.push(format!("{}: {error}", describe(selector))),
+        }
+    }
+    // Held until the next scan: no room left over from growing.
+    scanned.shrink_to_fit();
+    Ok((scanned, replicas))
+}
+
+impl Stages<'_> {
+    /// Discovery: the guest's answer, or one device per candidate; devices
+    /// whose hardware vanished kept (listed Unhealthy later), all in ID
+    /// order with gone ones in their place.
+    fn discover(&self, replicas: &[u32], last_devices: &[Device]) -> Result<Vec<Device>, String> {
+        let (spec, present, known) = (self.spec, self.present, self.known);
+        let mut devices = match spec.bound(Hook::Discovery) {
+            None => builtin::discovery(present, replicas),
+            Some((binding, guest)) => {
+                let input: Vec<_> = present.iter().map(|c| guest_candidate(c, true)).collect();
+                let outcome = self.caller.call_blocking(
+                    spec,
+                    binding,
+                    guest,
+                    present.clone(),
+                    |g, ctx| g.discover(ctx, &input),
+                    |answer| validate::devices(answer, known),
+                );
+                match outcome {
+                    Ok(answer) => answer,
+                    Err(failure) if self.mode == Mode::Strict => return Err(failure.to_string()),
+                    // Logged once per change of state by the guest-call path.
+                    Err(_) => match binding.on_error {
+                        OnError::Builtin => builtin::discovery(present, replicas),
+                        OnError::Fail => last_devices.to_vec(),
+                    },
+                }
+            }
+        };
+        for d in &mut devices {
+            d.replicas = d.replicas.max(1);
+        }
+        validate::devices(&devices, known)?;
+        // A device whose hardware vanished stays listed (as Unhealthy) so
+        // the kubelet and its pods learn about it, instead of silently
+        // dropping out.
+        for old in last_devices {
+            let gone = old.candidates.iter().any(|c| !known.is_present(c));
+            if gone && !devices.iter().any(|d| d.id == old.id) {
+                devices.push(old.clone());
             }
         }
-    };
-    for d in &mut devices {
-        d.replicas = d.replicas.max(1);
-    }
-    validate::devices(&devices, &known).map_err(refuse)?;
-    // A device whose hardware vanished stays listed (as Unhealthy) so the
-    // kubelet and its pods learn about it, instead of silently dropping out.
-    for old in &last_devices {
-        let gone = old.candidates.iter().any(|c| !known.is_present(c));
-        if gone && !devices.iter().any(|d| d.id == old.id) {
-            devices.push(old.clone());
+        // Health, layout and taint guests see the devices in ID order, gone
+        // ones in their place: a device that goes neither moves the others
+        // nor moves itself (a guest naming things by position keeps its
+        // names).
+        if !devices.is_sorted_by(|a, b| a.id <= b.id) {
+            devices.sort_by(|a, b| a.id.cmp(&b.id));
         }
+        validate::devices(&devices, known)?;
+        Ok(devices)
     }
-    // Health, layout and taint guests see the devices in ID order, gone
-    // ones in their place: a device that goes neither moves the others
-    // nor moves itself (a guest naming things by position keeps its names).
-    if !devices.is_sorted_by(|a, b| a.id <= b.id) {
-        devices.sort_by(|a, b| a.id.cmp(&b.id));
-    }
-    validate::devices(&devices, &known).map_err(refuse)?;
 
-    // Health: the built-in presence rule, refined by the guest's verdicts.
-    let hardware_present = |d: &Device| d.candidates.iter().all(|c| known.is_present(c));
-    let mut verdicts: BTreeMap<String, Verdict> = devices
-        .iter()
-        .map(|d| (d.id.clone(), builtin::verdict(d, |c| known.is_present(c))))
-        .collect();
-    if let Some((binding, guest)) = spec.bound(Hook::Health) {
-        let facts = device_facts(&devices, &known);
+    /// Health: the built-in presence rule, refined by the guest's
+    /// verdicts; a failing guest keeps its `last` verdicts (`on-error =
+    /// "fail"`) for devices whose hardware is still there.
+    fn health(
+        &self,
+        devices: &[Device],
+        last: &DeviceSet,
+    ) -> Result<BTreeMap<String, Verdict>, String> {
+        let known = self.known;
+        let mut verdicts: BTreeMap<String, Verdict> = devices
+            .iter()
+            .map(|d| (d.id.clone(), builtin::verdict(d, |c| known.is_present(c))))
+            .collect();
+        let Some((binding, guest)) = self.spec.bound(Hook::Health) else {
+            return Ok(verdicts);
+        };
+        let facts = device_facts(devices, known);
         let defaults = &verdicts;
-        let outcome = caller.call_blocking(
-            spec,
+        let outcome = self.caller.call_blocking(
+            self.spec,
             binding,
             guest,
-            present.clone(),
+            self.present.clone(),
             |g, ctx| g.check_health(ctx, &facts),
             |answer| validate::verdicts(answer, defaults),
         );
@@ -232,32 +326,45 @@ pub fn run(
                     verdicts.insert(v.id.clone(), v);
                 }
             }
-            Err(failure) if mode == Mode::Strict => return Err(refuse(failure.to_string())),
+            Err(failure) if self.mode == Mode::Strict => return Err(failure.to_string()),
             // Logged once per change of state by the guest-call path.
-            Err(_) => {
-                if binding.on_error == OnError::Fail {
-                    // A failing guest keeps its last verdicts, but only for
-                    // devices whose hardware is still there: vanished
-                    // hardware is Unhealthy whatever the guest said before.
-                    let last_verdicts = state.set.verdicts();
-                    for d in devices.iter().filter(|d| hardware_present(d)) {
-                        if let Some(last) = last_verdicts.get(d.id.as_str()) {
-                            verdicts.insert(d.id.clone(), last.clone());
-                        }
+            Err(_) if binding.on_error == OnError::Fail => {
+                // Vanished hardware is Unhealthy whatever the guest said
+                // before.
+                let last_verdicts = last.verdicts();
+                let hardware_present =
+                    |d: &Device| d.candidates.iter().all(|c| known.is_present(c));
+                for d in devices.iter().filter(|d| hardware_present(d)) {
+                    if let Some(last) = last_verdicts.get(d.id.as_str()) {
+                        verdicts.insert(d.id.clone(), last.clone());
                     }
                 }
             }
+            Err(_) => {}
         }
+        Ok(verdicts)
     }
+}
 
-    // Companions: a required one missing makes every device Unhealthy
-    // (a container could not use them), whatever health said.
-    let mut companions = companions::resolve(root, &spec.config.companions, &present);
-    let refused = screen_admin_nodes(spec, root, &present, &mut companions.nodes, &devices);
+/// The companion nodes every container gets, administrative ones the
+/// resource does not grant left out (refusing a strict run; otherwise a
+/// warning, and the device holding one Unhealthy); a required companion
+/// missing makes every device Unhealthy (a container could not use them),
+/// whatever health said.
+fn companion_nodes(
+    stages: &Stages<'_>,
+    root: &HostRoot,
+    devices: &[Device],
+    verdicts: &mut BTreeMap<String, Verdict>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<DeviceNode>, String> {
+    let spec = stages.spec;
+    let mut companions = companions::resolve(root, &spec.config.companions, stages.present);
+    let refused = screen_admin_nodes(spec, root, stages.present, &mut companions.nodes, devices);
     if let Some(first) = refused.first()
-        && mode == Mode::Strict
+        && stages.mode == Mode::Strict
     {
-        return Err(refuse(first.1.clone()));
+        return Err(first.1.clone());
     }
     for (device, reason) in refused {
         warnings.push(reason.clone());
@@ -276,66 +383,27 @@ pub fn run(
             verdict.reason = reason.clone();
         }
     }
+    Ok(companions.nodes)
+}
 
-    if spec.config.cdi != CdiMode::Off
-        && let Some(problem) = devices
-            .iter()
-            .find_map(|d| crate::cdi::check_device_name(&d.id).err())
-    {
-        return Err(refuse(problem));
-    }
-    let dra = if spec.config.api == ServingApi::Dra {
-        dra_extras(
-            spec,
-            caller,
-            state.set.dra(),
-            held,
-            &devices,
-            &present,
-            &known,
-            mode,
-        )
-        .map_err(refuse)?
-    } else {
-        Arc::default()
-    };
-    let set = DeviceSet::build(&devices, &verdicts, &known)
-        .with_companions(companions.nodes)
-        .with_dra(dra);
-    let size = set.list_encoded_len();
-    if size > KUBELET_MAX_MESSAGE_BYTES {
-        return Err(refuse(format!(
-            "{} devices make a {size}-byte ListAndWatch message, above the kubelet's {KUBELET_MAX_MESSAGE_BYTES}-byte limit",
-            set.len()
-        )));
-    }
-    // Gone hardware stays watched so its return is an event too.
+/// The host paths to watch: the selectors' and companions', and gone
+/// hardware's, so its return is an event too.
+fn watch_paths(
+    spec: &ResourceSpec,
+    root: &HostRoot,
+    present: &[Candidate],
+    gone: &BTreeMap<String, Candidate>,
+) -> Vec<PathBuf> {
     let mut selectors: Vec<Selector> = spec.config.selectors.clone();
     selectors.extend(spec.config.companions.iter().cloned().map(Selector::Nodes));
-    let mut watch_paths = wdp_hardware::watch_paths(root, &selectors, &present);
+    let mut paths = wdp_hardware::watch_paths(root, &selectors, present);
     if !gone.is_empty() {
         let gone: Vec<Candidate> = gone.values().cloned().collect();
-        watch_paths.extend(wdp_hardware::watch_paths(root, &[], &gone));
-        watch_paths.sort();
-        watch_paths.dedup();
+        paths.extend(wdp_hardware::watch_paths(root, &[], &gone));
+        paths.sort();
+        paths.dedup();
     }
-    drop(known);
-    drop((devices, verdicts, last_devices));
-    // Unchanged: the set being advertised stays, with its generation.
-    let set = if *state.set == set {
-        Arc::clone(&state.set)
-    } else {
-        Arc::new(set)
-    };
-    state.present = Arc::clone(&present);
-    state.gone = gone;
-    state.set = Arc::clone(&set);
-    Ok(Refreshed {
-        set,
-        warnings,
-        watch_paths,
-        present,
-    })
+    paths
 }
 
 /// Administrative nodes (`wdp_hardware::AdminNodes`) the resource does not
@@ -411,20 +479,19 @@ fn device_facts(devices: &[Device], known: &Known<'_>) -> Vec<DeviceFacts> {
 /// guest-call path logs the failure once); on a first load or a dry run it
 /// refuses the resource. A layout that would move a name `held` by a
 /// prepared claim to other hardware is refused like any invalid answer.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the run's inputs a layout is checked against"
-)]
 fn dra_extras(
-    spec: &ResourceSpec,
-    caller: &GuestCaller,
+    stages: &Stages<'_>,
     last: &Arc<DraExtras>,
     held: &HeldLayout,
     devices: &[Device],
-    present: &Arc<Vec<Candidate>>,
-    known: &Known<'_>,
-    mode: Mode,
 ) -> Result<Arc<DraExtras>, String> {
+    let (spec, caller, present, known, mode) = (
+        stages.spec,
+        stages.caller,
+        stages.present,
+        stages.known,
+        stages.mode,
+    );
     let mut extras = DraExtras::default();
     if let Some((binding, guest)) = spec.bound(Hook::DraLayout) {
         let outcome = caller.call_blocking(
