@@ -98,32 +98,7 @@ impl Host {
         };
         let engine = new_engine(&config)?;
         let root = HostRoot::new(&options.host_root);
-        let resources = {
-            let (engine, config, root, metrics) = (
-                engine.clone(),
-                config.clone(),
-                root.clone(),
-                metrics.clone(),
-            );
-            let cdi_dir = options.cdi_dir.clone();
-            tokio::task::spawn_blocking(move || {
-                load_specs(&engine, &config)?
-                    .into_values()
-                    .map(|spec| {
-                        let loaded = Resource::new(
-                            spec.clone(),
-                            root.clone(),
-                            metrics.clone(),
-                            Some(cdi_dir.clone()),
-                        )?;
-                        reload::check_publishable(&spec, &loaded.0.devices())?;
-                        Ok(loaded)
-                    })
-                    .collect::<Result<Vec<_>, HostError>>()
-            })
-            .await
-            .map_err(HostError::Task)??
-        };
+        let resources = load_resources(&engine, &config, &root, &metrics, &options.cdi_dir).await?;
         for (resource, warnings) in &resources {
             for warning in warnings {
                 tracing::warn!(resource = %resource.name(), %warning, "hardware scan");
@@ -441,26 +416,66 @@ impl Host {
     async fn try_reload(&self, switch: Option<Option<String>>) -> Result<ReloadSummary, HostError> {
         let started = Instant::now();
         let mut current = self.config.lock().await;
-        let dir = self.options.config_dir.clone();
         let set = switch.unwrap_or_else(|| current.set.clone());
-        let new_config = tokio::task::spawn_blocking(move || {
+        let new_config = self.read_config(set).await?;
+        tracing::debug!(elapsed_ms = ms(started), "reload: config directory parsed");
+        // Load guests and dry-run every changed resource before touching
+        // anything.
+        let plan = self.plan(&new_config, started).await?;
+        let mut running = self.running.lock().await;
+        let builds_before = builds_in_use(running.values());
+        let summary = self.apply(plan, &mut running).await?;
+        // Compiled builds neither this configuration nor the one before the
+        // latest change uses go: memory stays bounded however many edits a
+        // guest sees, and reverting the latest edit finds its builds compiled.
+        let used = builds_in_use(running.values());
+        let mut previous = self
+            .previous_builds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if used != builds_before {
+            *previous = builds_before;
+        }
+        self.engine
+            .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
+        self.metrics.set_config_set(
+            config_sets::shown(new_config.set.as_deref()),
+            &new_config.digest,
+        );
+        *current = new_config;
+        tracing::debug!(elapsed_ms = ms(started), "reload: applied");
+        if !summary.added.is_empty() || !summary.updated.is_empty() {
+            // Loading (and compiling, for a new guest) ran code serving does
+            // not run again: let its pages go, once the new state serves.
+            tokio::task::spawn_blocking(wdp_policy::release_unused_code_pages);
+        }
+        Ok(summary)
+    }
+
+    /// Reads configuration set `set` of the config directory (`None`: the
+    /// default) and checks it against the node's folders.
+    async fn read_config(&self, set: Option<String>) -> Result<ConfigSet, HostError> {
+        let dir = self.options.config_dir.clone();
+        let config = tokio::task::spawn_blocking(move || {
             wdp_resource::config::load_set(&dir, set.as_deref())
         })
         .await
         .map_err(HostError::Task)??;
-        tracing::debug!(elapsed_ms = ms(started), "reload: config directory parsed");
-        new_config.check_socket_paths(&self.options.device_plugin_dir)?;
-        preflight::check_cdi_dir(&self.options.cdi_dir, &new_config)?;
-        preflight::check_dra_setup(&self.options, &new_config)?;
+        config.check_socket_paths(&self.options.device_plugin_dir)?;
+        preflight::check_cdi_dir(&self.options.cdi_dir, &config)?;
+        preflight::check_dra_setup(&self.options, &config)?;
         if self.registration_path() == RegistrationPath::PluginWatcher {
             preflight::check_registration_socket_paths(
                 &self.options.plugins_registry_dir,
-                &new_config,
+                &config,
             )?;
         }
+        Ok(config)
+    }
 
-        // Load guests and dry-run every changed resource before touching
-        // anything.
+    /// Loads the guests of `config` and dry-runs every changed resource
+    /// (see [`reload::plan`]); nothing served changes.
+    async fn plan(&self, config: &ConfigSet, started: Instant) -> Result<ReloadPlan, HostError> {
         let running: BTreeMap<String, Arc<Resource>> = self
             .running
             .lock()
@@ -474,17 +489,23 @@ impl Host {
             metrics: self.metrics.clone(),
             cdi_dir: self.options.cdi_dir.clone(),
         };
-        let config_for_plan = new_config.clone();
-        let ReloadPlan { specs, mut fresh } = tokio::task::spawn_blocking(move || {
-            reload::plan(&inputs, &config_for_plan, &running, started)
-        })
-        .await
-        .map_err(HostError::Task)??;
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || reload::plan(&inputs, &config, &running, started))
+            .await
+            .map_err(HostError::Task)?
+    }
 
-        // Apply.
+    /// Applies `plan` to the `running` resources: removed ones withdrawn
+    /// (a DRA driver keeps draining its claims), new ones launched, changed
+    /// ones swapped in place (registered again when their registration
+    /// changed).
+    async fn apply(
+        &self,
+        plan: ReloadPlan,
+        running: &mut BTreeMap<String, Running>,
+    ) -> Result<ReloadSummary, HostError> {
+        let ReloadPlan { specs, mut fresh } = plan;
         let mut summary = ReloadSummary::default();
-        let mut running = self.running.lock().await;
-        let builds_before = builds_in_use(running.values());
         let gone: Vec<String> = running
             .keys()
             .filter(|k| !specs.contains_key(*k))
@@ -492,17 +513,7 @@ impl Host {
             .collect();
         for name in gone {
             if let Some(r) = running.remove(&name) {
-                if let Some(driver) = r.dra() {
-                    self.metrics.forget_driver(&name, driver.driver());
-                }
-                if let Some(draining) = r.withdraw().await {
-                    self.draining.lock().await.push(draining);
-                }
-                self.metrics.forget_resource(&name);
-                // Its CDI spec goes with it (a no-op when it wrote none).
-                if let Err(error) = wdp_resource::cdi::remove(&self.options.cdi_dir, &name) {
-                    tracing::warn!(resource = %name, %error, "cannot remove the CDI spec");
-                }
+                self.remove(&name, r).await;
                 summary.removed.push(name);
             }
         }
@@ -532,31 +543,22 @@ impl Host {
             }
             summary.updated.push(name);
         }
-        // Compiled builds neither this configuration nor the one before the
-        // latest change uses go: memory stays bounded however many edits a
-        // guest sees, and reverting the latest edit finds its builds compiled.
-        let used = builds_in_use(running.values());
-        let mut previous = self
-            .previous_builds
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if used != builds_before {
-            *previous = builds_before;
-        }
-        self.engine
-            .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
-        self.metrics.set_config_set(
-            config_sets::shown(new_config.set.as_deref()),
-            &new_config.digest,
-        );
-        *current = new_config;
-        tracing::debug!(elapsed_ms = ms(started), "reload: applied");
-        if !summary.added.is_empty() || !summary.updated.is_empty() {
-            // Loading (and compiling, for a new guest) ran code serving does
-            // not run again: let its pages go, once the new state serves.
-            tokio::task::spawn_blocking(wdp_policy::release_unused_code_pages);
-        }
         Ok(summary)
+    }
+
+    /// Stops serving resource `name`, which left the configuration.
+    async fn remove(&self, name: &str, r: Running) {
+        if let Some(driver) = r.dra() {
+            self.metrics.forget_driver(name, driver.driver());
+        }
+        if let Some(draining) = r.withdraw().await {
+            self.draining.lock().await.push(draining);
+        }
+        self.metrics.forget_resource(name);
+        // Its CDI spec goes with it (a no-op when it wrote none).
+        if let Err(error) = wdp_resource::cdi::remove(&self.options.cdi_dir, name) {
+            tracing::warn!(resource = %name, %error, "cannot remove the CDI spec");
+        }
     }
 
     /// Reloads after a quiet period following any change in the config
@@ -597,6 +599,42 @@ impl Host {
             }
         });
     }
+}
+
+/// Every resource of `config` loaded (guests smoke-tested, discovery and
+/// health run once) and checked publishable, with its first scan's
+/// warnings; nothing is served yet.
+async fn load_resources(
+    engine: &Arc<PolicyEngine>,
+    config: &ConfigSet,
+    root: &HostRoot,
+    metrics: &Arc<Metrics>,
+    cdi_dir: &std::path::Path,
+) -> Result<Vec<(Arc<Resource>, Vec<String>)>, HostError> {
+    let (engine, config, root, metrics) = (
+        engine.clone(),
+        config.clone(),
+        root.clone(),
+        metrics.clone(),
+    );
+    let cdi_dir = cdi_dir.to_owned();
+    tokio::task::spawn_blocking(move || {
+        load_specs(&engine, &config)?
+            .into_values()
+            .map(|spec| {
+                let loaded = Resource::new(
+                    spec.clone(),
+                    root.clone(),
+                    metrics.clone(),
+                    Some(cdi_dir.clone()),
+                )?;
+                reload::check_publishable(&spec, &loaded.0.devices())?;
+                Ok(loaded)
+            })
+            .collect::<Result<Vec<_>, HostError>>()
+    })
+    .await
+    .map_err(HostError::Task)?
 }
 
 /// The configuration `start` serves: the set recorded as last applied

@@ -389,89 +389,95 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             );
             heading = Some(r.set.clone());
         }
-        println!("{} ({})", r.resource, r.file.display());
-        if let Some(dra) = &r.dra {
-            println!(
-                "  DRA driver {} (registration {}-reg.sock, endpoint <plugins-dir>/{}/dra.sock; CDI spec per claim)",
-                dra.driver, dra.driver, dra.driver
-            );
-            let standard: std::collections::HashMap<&str, String> = dra
-                .standard_attributes
-                .iter()
-                .map(|(id, attributes)| (id.as_str(), format!(" ({})", attributes.join(", "))))
-                .collect();
-            for (id, name) in &dra.names {
-                let standard = standard.get(id.as_str()).map_or("", String::as_str);
-                println!("    device {id} -> DRA name {name}{standard}");
-            }
-            for line in &dra.layout {
-                println!("    {line}");
-            }
-            for problem in &dra.problems {
-                println!("    DRA problem: {problem}");
-            }
-        } else {
-            println!(
-                "  socket {}  pre-start-required={}  get-preferred-allocation={}",
-                r.socket, r.pre_start_required, r.get_preferred_allocation
-            );
-            println!("  {}", args.registration.describe(&r.socket));
-        }
-        for h in &r.hooks {
-            let pinned = if h.pinned { " (pinned)" } else { "" };
-            let signed = h
-                .signed_by
-                .as_ref()
-                .map(|key| format!(", signed by {key}"))
-                .unwrap_or_default();
-            println!(
-                "  hook {}: {} sha256:{}{pinned}{signed}",
-                h.hook, h.guest, h.sha256
-            );
-        }
-        if r.cdi != wdp_resource::config::CdiMode::Off {
-            let mode = if r.cdi == wdp_resource::config::CdiMode::Names {
-                "names only"
-            } else {
-                "names and device specs"
-            };
-            println!(
-                "  cdi: devices named {}=<device ID> in Allocate ({mode})",
-                r.resource
-            );
-        }
-        for node in r.devices.companions() {
-            println!("  companion {} (every container)", node.path);
-        }
-        println!(
-            "  {} devices ({} healthy)",
-            r.devices.len(),
-            r.devices.healthy_count()
-        );
-        for d in r.devices.devices() {
-            let nodes: Vec<String> = d.device.nodes.iter().map(|n| n.path.clone()).collect();
-            let numa = if d.device.numa_nodes.is_empty() {
-                String::new()
-            } else {
-                format!(" numa={:?}", d.device.numa_nodes)
-            };
-            println!(
-                "    {} {}{numa} {}{}",
-                d.id(),
-                if d.healthy { "Healthy" } else { "Unhealthy" },
-                nodes.join(","),
-                if d.reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", d.reason)
-                }
-            );
-        }
-        for w in &r.warnings {
-            println!("  warning: {w}");
-        }
+        print_report(&r, &args.registration);
     }
     Ok(())
+}
+
+/// What `check` prints of one resource: how it is served, its hooks and
+/// guests, CDI, companions, devices and warnings.
+fn print_report(r: &wdp_host::ResourceReport, registration: &registration::RegistrationView) {
+    println!("{} ({})", r.resource, r.file.display());
+    if let Some(dra) = &r.dra {
+        println!(
+            "  DRA driver {} (registration {}-reg.sock, endpoint <plugins-dir>/{}/dra.sock; CDI spec per claim)",
+            dra.driver, dra.driver, dra.driver
+        );
+        let standard: std::collections::HashMap<&str, String> = dra
+            .standard_attributes
+            .iter()
+            .map(|(id, attributes)| (id.as_str(), format!(" ({})", attributes.join(", "))))
+            .collect();
+        for (id, name) in &dra.names {
+            let standard = standard.get(id.as_str()).map_or("", String::as_str);
+            println!("    device {id} -> DRA name {name}{standard}");
+        }
+        for line in &dra.layout {
+            println!("    {line}");
+        }
+        for problem in &dra.problems {
+            println!("    DRA problem: {problem}");
+        }
+    } else {
+        println!(
+            "  socket {}  pre-start-required={}  get-preferred-allocation={}",
+            r.socket, r.pre_start_required, r.get_preferred_allocation
+        );
+        println!("  {}", registration.describe(&r.socket));
+    }
+    for h in &r.hooks {
+        let pinned = if h.pinned { " (pinned)" } else { "" };
+        let signed = h
+            .signed_by
+            .as_ref()
+            .map(|key| format!(", signed by {key}"))
+            .unwrap_or_default();
+        println!(
+            "  hook {}: {} sha256:{}{pinned}{signed}",
+            h.hook, h.guest, h.sha256
+        );
+    }
+    if r.cdi != wdp_resource::config::CdiMode::Off {
+        let mode = if r.cdi == wdp_resource::config::CdiMode::Names {
+            "names only"
+        } else {
+            "names and device specs"
+        };
+        println!(
+            "  cdi: devices named {}=<device ID> in Allocate ({mode})",
+            r.resource
+        );
+    }
+    for node in r.devices.companions() {
+        println!("  companion {} (every container)", node.path);
+    }
+    println!(
+        "  {} devices ({} healthy)",
+        r.devices.len(),
+        r.devices.healthy_count()
+    );
+    for d in r.devices.devices() {
+        let nodes: Vec<String> = d.device.nodes.iter().map(|n| n.path.clone()).collect();
+        let numa = if d.device.numa_nodes.is_empty() {
+            String::new()
+        } else {
+            format!(" numa={:?}", d.device.numa_nodes)
+        };
+        println!(
+            "    {} {}{numa} {}{}",
+            d.id(),
+            if d.healthy { "Healthy" } else { "Unhealthy" },
+            nodes.join(","),
+            if d.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", d.reason)
+            }
+        );
+    }
+    for w in &r.warnings {
+        println!("  warning: {w}");
+    }
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<()> {
