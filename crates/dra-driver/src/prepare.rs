@@ -49,7 +49,7 @@ use k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, DeviceRequestAllocationResult, ResourceClaim,
 };
 use tokio::sync::Notify;
-use wdp_policy::types::ClaimDevice;
+use wdp_policy::types::{ClaimDevice, DeviceStatus};
 
 use crate::allocation::{Picked, api_status, claim_info, recorded_claim_info};
 use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
@@ -58,6 +58,7 @@ use crate::claim_cdi;
 use crate::in_flight::{self, InFlight, Reservation};
 use crate::recorded_spec;
 use crate::shared_checkpoint::SharedCheckpoint;
+use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
 use wdp_resource::Resource;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
 use wdp_resource::held::HeldDevice;
@@ -278,29 +279,7 @@ impl ClaimPreparer {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             let picked = self.pick_devices(claim, results, &set, &checkpoint, &in_flight)?;
-            let mut ids: Vec<String> = Vec::new();
-            for pick in picked.iter().filter(|p| p.exclusive()) {
-                if !ids.contains(&pick.id) {
-                    ids.push(pick.id.clone());
-                }
-            }
-            for id in &ids {
-                in_flight.reserved.insert(id.clone(), claim.uid.clone());
-            }
-            let holding = picked
-                .iter()
-                .map(|pick| HeldDevice {
-                    device_id: pick.id.clone(),
-                    partition_of: pick.partition.then(|| pick.device.id().to_owned()),
-                })
-                .collect();
-            in_flight.holding.insert(claim.uid.clone(), holding);
-            self.hold(&checkpoint, &in_flight);
-            let reservation = Reservation {
-                in_flight: &self.in_flight,
-                uid: claim.uid.clone(),
-                ids,
-            };
+            let reservation = self.reserve(claim, &picked, &checkpoint, &mut in_flight);
             (picked, reservation)
         };
         // The advertised devices the container gets (a partition's parent).
@@ -338,62 +317,22 @@ impl ClaimPreparer {
             }
         };
         let spec = self.resource.spec();
-        let mut named: Vec<(&AdvertisedDevice, String)> = Vec::new();
-        for pick in &picked {
-            if !named.iter().any(|(_, n)| *n == pick.result.device) {
-                named.push((pick.device, pick.result.device.clone()));
+        let file = match self.write_claim_spec(claim, &picked, &set, &answer) {
+            Ok(file) => file,
+            Err(error) => {
+                self.unwind(claim, &info, &claim_devices).await;
+                return Err(error);
             }
-        }
-        let cdi_spec =
-            claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);
-        let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
-        if let Err(error) = wdp_resource::cdi::write_file_unsynced(&file, &cdi_spec) {
-            self.unwind(claim, &info, &claim_devices).await;
-            return Err(format!(
-                "claim {claim}: cannot write the CDI spec {}: {error}",
-                file.display()
-            ));
-        }
-        // CDI devices the allocate answer names itself go with the first
-        // device.
-        let mut extra: Vec<String> = answer.cdi_devices.iter().map(|d| d.name.clone()).collect();
-        let devices: Vec<PreparedDevice> = picked
-            .iter()
-            .map(|pick| {
-                let mut cdi_device_ids = vec![format!(
-                    "{}={}",
-                    spec.config.resource,
-                    claim_cdi::cdi_device_name(&claim.uid, &pick.result.device)
-                )];
-                cdi_device_ids.append(&mut extra);
-                PreparedDevice {
-                    request_names: vec![pick.result.request.clone()],
-                    pool_name: pick.result.pool.clone(),
-                    device_name: pick.result.device.clone(),
-                    device_id: pick.id.clone(),
-                    partition_of: pick.partition.then(|| pick.device.device.device_id.clone()),
-                    consumed_capacity: pick.claim_device(&self.driver).consumed_capacity,
-                    shared: pick.shared,
-                    cdi_device_ids,
-                    share_id: pick.result.share_id.clone(),
-                    admin_access: pick.result.admin_access == Some(true),
-                    unknown: Default::default(),
-                }
-            })
-            .collect();
-        let api_statuses: Vec<AllocatedDeviceStatus> = statuses
-            .iter()
-            .filter_map(|status| {
-                let pick = picked.iter().find(|p| p.id == status.id)?;
-                Some(api_status(
-                    &self.driver,
-                    &pick.result.pool,
-                    &pick.result.device,
-                    pick.result.share_id.clone(),
-                    status,
-                ))
-            })
-            .collect();
+        };
+        let answer_cdi = answer.cdi_devices.iter().map(|d| d.name.clone()).collect();
+        let devices = prepared_devices(
+            &self.driver,
+            &spec.config.resource,
+            &claim.uid,
+            &picked,
+            answer_cdi,
+        );
+        let api_statuses = api_statuses(&self.driver, &picked, &statuses);
         let record = PreparedClaim {
             namespace: claim.namespace.clone(),
             name: claim.name.clone(),
@@ -416,6 +355,70 @@ impl ClaimPreparer {
         }
         tracing::info!(driver = %self.driver, %claim, devices = ?ids, cdi_spec = %file.display(), "claim prepared");
         Ok(devices)
+    }
+
+    /// Writes the claim's CDI spec: each picked device (a partition under
+    /// its own name, on its parent's nodes) with what the allocate
+    /// `answer` gives; returns its path.
+    fn write_claim_spec(
+        &self,
+        claim: &ClaimRef,
+        picked: &[Picked<'_>],
+        set: &DeviceSet,
+        answer: &ContainerAllocateResponse,
+    ) -> Result<PathBuf, String> {
+        let spec = self.resource.spec();
+        let mut named: Vec<(&AdvertisedDevice, String)> = Vec::new();
+        for pick in picked {
+            if !named.iter().any(|(_, n)| *n == pick.result.device) {
+                named.push((pick.device, pick.result.device.clone()));
+            }
+        }
+        let cdi_spec =
+            claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), answer);
+        let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
+        wdp_resource::cdi::write_file_unsynced(&file, &cdi_spec).map_err(|error| {
+            format!(
+                "claim {claim}: cannot write the CDI spec {}: {error}",
+                file.display()
+            )
+        })?;
+        Ok(file)
+    }
+
+    /// Reserves the exclusive devices `picked` for `claim` until it is
+    /// recorded or fails, and holds their names (see `wdp_resource::held`)
+    /// from now on; `checkpoint` and `in_flight` as the caller locked them.
+    fn reserve(
+        &self,
+        claim: &ClaimRef,
+        picked: &[Picked<'_>],
+        checkpoint: &Checkpoint,
+        in_flight: &mut InFlight,
+    ) -> Reservation<'_> {
+        let mut ids: Vec<String> = Vec::new();
+        for pick in picked.iter().filter(|p| p.exclusive()) {
+            if !ids.contains(&pick.id) {
+                ids.push(pick.id.clone());
+            }
+        }
+        for id in &ids {
+            in_flight.reserved.insert(id.clone(), claim.uid.clone());
+        }
+        let holding = picked
+            .iter()
+            .map(|pick| HeldDevice {
+                device_id: pick.id.clone(),
+                partition_of: pick.partition.then(|| pick.device.id().to_owned()),
+            })
+            .collect();
+        in_flight.holding.insert(claim.uid.clone(), holding);
+        self.hold(checkpoint, in_flight);
+        Reservation {
+            in_flight: &self.in_flight,
+            uid: claim.uid.clone(),
+            ids,
+        }
     }
 
     /// Undoes the `dra-prepare` guest's work for a claim whose prepare
@@ -611,4 +614,61 @@ fn held_by(checkpoint: &Checkpoint) -> impl Iterator<Item = HeldDevice> + '_ {
             device_id: device.device_id.clone(),
             partition_of: device.partition_of.clone(),
         })
+}
+
+/// What the checkpoint records of each picked device, as the kubelet is
+/// answered: the claim's own CDI device per device, and the CDI devices
+/// the allocate answer names itself (`answer_cdi`) with the first.
+fn prepared_devices(
+    driver: &str,
+    resource: &str,
+    uid: &str,
+    picked: &[Picked<'_>],
+    mut answer_cdi: Vec<String>,
+) -> Vec<PreparedDevice> {
+    picked
+        .iter()
+        .map(|pick| {
+            let mut cdi_device_ids = vec![format!(
+                "{resource}={}",
+                claim_cdi::cdi_device_name(uid, &pick.result.device)
+            )];
+            cdi_device_ids.append(&mut answer_cdi);
+            PreparedDevice {
+                request_names: vec![pick.result.request.clone()],
+                pool_name: pick.result.pool.clone(),
+                device_name: pick.result.device.clone(),
+                device_id: pick.id.clone(),
+                partition_of: pick.partition.then(|| pick.device.device.device_id.clone()),
+                consumed_capacity: pick.claim_device(driver).consumed_capacity,
+                shared: pick.shared,
+                cdi_device_ids,
+                share_id: pick.result.share_id.clone(),
+                admin_access: pick.result.admin_access == Some(true),
+                unknown: Default::default(),
+            }
+        })
+        .collect()
+}
+
+/// The statuses the `dra-prepare` guest reported for picked devices, as
+/// the claim's `status.devices` entries.
+fn api_statuses(
+    driver: &str,
+    picked: &[Picked<'_>],
+    statuses: &[DeviceStatus],
+) -> Vec<AllocatedDeviceStatus> {
+    statuses
+        .iter()
+        .filter_map(|status| {
+            let pick = picked.iter().find(|p| p.id == status.id)?;
+            Some(api_status(
+                driver,
+                &pick.result.pool,
+                &pick.result.device,
+                pick.result.share_id.clone(),
+                status,
+            ))
+        })
+        .collect()
 }
