@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use tonic::Status;
 use wdp_policy::Hook;
-use wdp_policy::types::{ClaimDevice, DeviceStatus};
+use wdp_policy::types::{ClaimDevice, DeviceCondition, DeviceStatus, NetworkData};
 
 use crate::resource::Resource;
 
@@ -92,60 +92,7 @@ pub fn check_statuses(statuses: &[DeviceStatus], ids: &[String]) -> Result<(), S
         if !seen.insert(status.id.as_str()) {
             return Err(format!("{what}: answered twice"));
         }
-        if status.conditions.len() > MAX_CONDITIONS {
-            return Err(format!(
-                "{what}: {} conditions, more than {MAX_CONDITIONS}",
-                status.conditions.len()
-            ));
-        }
-        let mut types = BTreeSet::new();
-        for condition in &status.conditions {
-            let type_ok = !condition.type_.is_empty()
-                && condition.type_.len() <= 316
-                && condition
-                    .type_
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'));
-            if !type_ok {
-                return Err(format!(
-                    "{what}: condition type {:?} is not a condition type",
-                    condition.type_
-                ));
-            }
-            if !types.insert(condition.type_.as_str()) {
-                return Err(format!(
-                    "{what}: condition {:?} given twice",
-                    condition.type_
-                ));
-            }
-            if !matches!(condition.status.as_str(), "True" | "False" | "Unknown") {
-                return Err(format!(
-                    "{what}: condition {:?} has status {:?}; it must be True, False or Unknown",
-                    condition.type_, condition.status
-                ));
-            }
-            let reason_ok = !condition.reason.is_empty()
-                && condition.reason.len() <= 1024
-                && condition
-                    .reason
-                    .starts_with(|c: char| c.is_ascii_alphabetic())
-                && condition
-                    .reason
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':'));
-            if !reason_ok {
-                return Err(format!(
-                    "{what}: condition {:?} has reason {:?}; it must be one CamelCase word",
-                    condition.type_, condition.reason
-                ));
-            }
-            if condition.message.len() > 32 * 1024 {
-                return Err(format!(
-                    "{what}: condition {:?} has a message above 32 KiB",
-                    condition.type_
-                ));
-            }
-        }
+        check_conditions(&status.conditions, &what)?;
         if let Some(data) = &status.data {
             if data.len() > MAX_STATUS_DATA {
                 return Err(format!(
@@ -160,26 +107,95 @@ pub fn check_statuses(statuses: &[DeviceStatus], ids: &[String]) -> Result<(), S
             }
         }
         if let Some(network) = &status.network {
-            if network.interface_name.len() > 256 {
-                return Err(format!("{what}: interface name above 256 bytes"));
-            }
-            if network.hardware_address.len() > 128 {
-                return Err(format!("{what}: hardware address above 128 bytes"));
-            }
-            if network.ips.len() > MAX_IPS {
-                return Err(format!("{what}: more than {MAX_IPS} IPs"));
-            }
-            let mut ips = BTreeSet::new();
-            for ip in &network.ips {
-                if !is_cidr(ip) {
-                    return Err(format!(
-                        "{what}: IP {ip:?} is not an address in CIDR notation (e.g. 192.0.2.5/24)"
-                    ));
-                }
-                if !ips.insert(ip.as_str()) {
-                    return Err(format!("{what}: IP {ip:?} given twice"));
-                }
-            }
+            check_network(network, &what)?;
+        }
+    }
+    Ok(())
+}
+
+/// One status's conditions (`what` names the status): at most
+/// [`MAX_CONDITIONS`], each type once and a condition type, status
+/// `True`/`False`/`Unknown`, reason one CamelCase word, message at most
+/// 32 KiB.
+fn check_conditions(conditions: &[DeviceCondition], what: &str) -> Result<(), String> {
+    if conditions.len() > MAX_CONDITIONS {
+        return Err(format!(
+            "{what}: {} conditions, more than {MAX_CONDITIONS}",
+            conditions.len()
+        ));
+    }
+    let mut types = BTreeSet::new();
+    for condition in conditions {
+        let type_ok = !condition.type_.is_empty()
+            && condition.type_.len() <= 316
+            && condition
+                .type_
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'));
+        if !type_ok {
+            return Err(format!(
+                "{what}: condition type {:?} is not a condition type",
+                condition.type_
+            ));
+        }
+        if !types.insert(condition.type_.as_str()) {
+            return Err(format!(
+                "{what}: condition {:?} given twice",
+                condition.type_
+            ));
+        }
+        if !matches!(condition.status.as_str(), "True" | "False" | "Unknown") {
+            return Err(format!(
+                "{what}: condition {:?} has status {:?}; it must be True, False or Unknown",
+                condition.type_, condition.status
+            ));
+        }
+        let reason_ok = !condition.reason.is_empty()
+            && condition.reason.len() <= 1024
+            && condition
+                .reason
+                .starts_with(|c: char| c.is_ascii_alphabetic())
+            && condition
+                .reason
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':'));
+        if !reason_ok {
+            return Err(format!(
+                "{what}: condition {:?} has reason {:?}; it must be one CamelCase word",
+                condition.type_, condition.reason
+            ));
+        }
+        if condition.message.len() > 32 * 1024 {
+            return Err(format!(
+                "{what}: condition {:?} has a message above 32 KiB",
+                condition.type_
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One status's network data (`what` names the status): the API's
+/// lengths, at most [`MAX_IPS`] IPs, each in CIDR notation and once.
+fn check_network(network: &NetworkData, what: &str) -> Result<(), String> {
+    if network.interface_name.len() > 256 {
+        return Err(format!("{what}: interface name above 256 bytes"));
+    }
+    if network.hardware_address.len() > 128 {
+        return Err(format!("{what}: hardware address above 128 bytes"));
+    }
+    if network.ips.len() > MAX_IPS {
+        return Err(format!("{what}: more than {MAX_IPS} IPs"));
+    }
+    let mut ips = BTreeSet::new();
+    for ip in &network.ips {
+        if !is_cidr(ip) {
+            return Err(format!(
+                "{what}: IP {ip:?} is not an address in CIDR notation (e.g. 192.0.2.5/24)"
+            ));
+        }
+        if !ips.insert(ip.as_str()) {
+            return Err(format!("{what}: IP {ip:?} given twice"));
         }
     }
     Ok(())
