@@ -75,6 +75,18 @@ pub struct Metrics {
     pub dra_driver_info: Family<ResourceDriverLabels, Gauge>,
 }
 
+/// Registers `metric` under `name` with `help`; answers it, for the
+/// struct to keep.
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 fn latency_histogram() -> Histogram {
     // 20 µs .. ~40 s.
     Histogram::new(exponential_buckets(0.000_02, 2.5, 16))
@@ -84,85 +96,83 @@ impl Metrics {
     /// Every metric, registered and at zero.
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("wasm_device_plugin");
-        let devices = Family::<HealthLabels, Gauge>::default();
-        registry.register(
+        let devices = registered(
+            &mut registry,
             "devices",
             "Devices advertised to the kubelet, by resource and health",
-            devices.clone(),
+            Family::<HealthLabels, Gauge>::default(),
         );
-        let allocated_devices = Family::<ResourceLabel, Counter>::default();
-        registry.register(
+        let allocated_devices = registered(
+            &mut registry,
             "allocated_devices",
             "Device IDs handed to containers through Allocate",
-            allocated_devices.clone(),
+            Family::<ResourceLabel, Counter>::default(),
         );
-        let rpc_requests = Family::<RpcResultLabels, Counter>::default();
-        registry.register(
+        let rpc_requests = registered(
+            &mut registry,
             "rpc_requests",
             "Kubelet RPCs served, by resource, RPC and gRPC status code",
-            rpc_requests.clone(),
+            Family::<RpcResultLabels, Counter>::default(),
         );
-        let rpc_duration =
-            Family::<RpcLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
-        registry.register(
+        let rpc_duration = registered(
+            &mut registry,
             "rpc_duration_seconds",
             "Time to answer a kubelet RPC",
-            rpc_duration.clone(),
+            Family::<RpcLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _),
         );
-        let guest_calls = Family::<GuestResultLabels, Counter>::default();
-        registry.register(
+        let guest_calls = registered(
+            &mut registry,
             "guest_calls",
             "Guest hook calls by result: ok, trap, timeout, out-of-memory, guest-error, invalid-answer",
-            guest_calls.clone(),
+            Family::<GuestResultLabels, Counter>::default(),
         );
-        let guest_duration =
-            Family::<GuestLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
-        registry.register(
+        let guest_duration = registered(
+            &mut registry,
             "guest_call_duration_seconds",
             "Time of a guest hook call, instantiation included",
-            guest_duration.clone(),
+            Family::<GuestLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _),
         );
-        let guest_calls_in_flight = Family::<GuestLabels, Gauge>::default();
-        registry.register(
+        let guest_calls_in_flight = registered(
+            &mut registry,
             "guest_calls_in_flight",
             "Guest hook calls running right now",
-            guest_calls_in_flight.clone(),
+            Family::<GuestLabels, Gauge>::default(),
         );
-        let reloads = Family::<ResultLabel, Counter>::default();
-        registry.register(
+        let reloads = registered(
+            &mut registry,
             "reloads",
             "Configuration reloads by result (success, failure)",
-            reloads.clone(),
+            Family::<ResultLabel, Counter>::default(),
         );
-        let config_valid = Gauge::default();
-        registry.register(
+        let config_valid = registered(
+            &mut registry,
             "config_valid",
             "1 when the configuration directory's latest content was applied, 0 when it was refused",
-            config_valid.clone(),
+            Gauge::default(),
         );
-        let config_set_info = Family::<ConfigSetLabels, Gauge>::default();
-        registry.register(
+        let config_set_info = registered(
+            &mut registry,
             "config_set_info",
             "1 for the configuration set this node serves (picked by its node label, else default), by set and the digest of its files",
-            config_set_info.clone(),
+            Family::<ConfigSetLabels, Gauge>::default(),
         );
-        let registrations = Family::<RegistrationLabels, Counter>::default();
-        registry.register(
+        let registrations = registered(
+            &mut registry,
             "registrations",
             "Registrations by resource and result: Register calls on kubelet.sock, or NotifyRegistrationStatus answers from the plugin watcher",
-            registrations.clone(),
+            Family::<RegistrationLabels, Counter>::default(),
         );
-        let kubelet_restarts = Counter::default();
-        registry.register(
+        let kubelet_restarts = registered(
+            &mut registry,
             "kubelet_restarts",
             "Kubelet restarts noticed (kubelet.sock created again or our socket removed)",
-            kubelet_restarts.clone(),
+            Counter::default(),
         );
-        let watchers = Family::<ResourceLabel, Gauge>::default();
-        registry.register(
+        let watchers = registered(
+            &mut registry,
             "list_and_watch_streams",
             "Open ListAndWatch streams per resource",
-            watchers.clone(),
+            Family::<ResourceLabel, Gauge>::default(),
         );
         let dra = DraMetrics::register(&mut registry);
         Arc::new(Self {
