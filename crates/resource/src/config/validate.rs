@@ -6,14 +6,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use wdp_hardware::{AdminNodeKind, NodeSelector, Selector};
+use wdp_hardware::{AdminNodeKind, NodeSelector, PciSelector, Selector, UsbSelector};
 use wdp_policy::Hook;
 use wdp_policy::signature::{TrustedKey, TrustedKeys};
 
 use super::error::ConfigError;
 use super::model::{HookBinding, ResourceConfig};
 use super::schema::{
-    CONFIG_VERSION, CdiEdits, CdiMode, HOST_FILE, HostSettings, RawResource, ServingApi, parse,
+    CONFIG_VERSION, CdiEdits, CdiMode, CompanionEntry, HOST_FILE, HostSettings, NodeEntry,
+    RawHooks, RawResource, ServingApi, parse,
 };
 use super::serving::{check_serving_api, publish_interval};
 use super::socket::{default_socket_name, validate_socket_name};
@@ -51,12 +52,81 @@ pub fn parse_resource(
     validate_resource_name(&raw.resource).map_err(|p| ConfigError::invalid(file, "resource", p))?;
     let driver = check_serving_api(file, &raw)?;
     let publish_interval = publish_interval(file, &raw)?;
-    let socket = match raw.socket {
+    let socket = socket_name(file, &raw)?;
+    if raw.permissions.is_empty() || !raw.permissions.chars().all(|c| "rwm".contains(c)) {
+        return Err(ConfigError::invalid(
+            file,
+            "permissions",
+            format!(
+                "`{}` is not a cgroup permission string (one or more of r, w, m)",
+                raw.permissions
+            ),
+        ));
+    }
+
+    let (selectors, replicas, companions) =
+        parse_selectors(file, raw.nodes, raw.companion_nodes, raw.pci, raw.usb)?;
+
+    let hooks = hook_bindings(dir, file, host, raw.hooks, raw.api)?;
+    if selectors.is_empty() && !hooks.iter().any(|h| h.hook == Hook::Discovery) {
+        return Err(ConfigError::invalid(
+            file,
+            "nodes",
+            "the resource selects no hardware: add [[nodes]], [[pci]] or [[usb]] entries",
+        ));
+    }
+    if raw.cdi != CdiMode::Off {
+        crate::cdi::check_kind(&raw.resource)
+            .map_err(|p| ConfigError::invalid(file, "resource", p))?;
+    }
+    validate_cdi_edits(&raw.cdi_edits)
+        .map_err(|(field, p)| ConfigError::invalid(file, &field, p))?;
+    let trusted_keys = trusted_keys(dir, file, host, &raw.guest_signatures.trusted_keys)?;
+    let admin_grants = admin_grants(&raw.grant_admin_nodes)
+        .map_err(|p| ConfigError::invalid(file, "grant-admin-nodes", p))?;
+    let has_pre_start_guest = hooks.iter().any(|h| h.hook == Hook::PreStart);
+    let pre_start_required = raw.pre_start_required.unwrap_or(has_pre_start_guest);
+    let get_preferred_allocation = raw
+        .get_preferred_allocation
+        .unwrap_or(raw.api == ServingApi::DevicePlugin);
+
+    Ok(ResourceConfig {
+        file: file.to_owned(),
+        resource: raw.resource,
+        socket,
+        pre_start_required,
+        get_preferred_allocation,
+        poll_interval: Duration::from_millis(
+            raw.poll_interval_ms
+                .unwrap_or(host.poll_interval_ms)
+                .max(10),
+        ),
+        permissions: raw.permissions,
+        selectors,
+        replicas,
+        hooks,
+        guest_config: flatten_table(&raw.guest_config),
+        writable_attributes: raw.writable_attributes,
+        companions,
+        trusted_keys,
+        admin_grants,
+        cdi: raw.cdi,
+        cdi_edits: raw.cdi_edits,
+        api: raw.api,
+        driver,
+        publish_interval,
+    })
+}
+
+/// The device-plugin socket's file name: the `socket` key, or the default
+/// derived from the resource name; none for a DRA resource.
+fn socket_name(file: &Path, raw: &RawResource) -> Result<String, ConfigError> {
+    Ok(match &raw.socket {
         // A DRA resource has no device-plugin socket.
         _ if raw.api == ServingApi::Dra => String::new(),
         Some(socket) => {
-            validate_socket_name(&socket).map_err(|p| ConfigError::invalid(file, "socket", p))?;
-            socket
+            validate_socket_name(socket).map_err(|p| ConfigError::invalid(file, "socket", p))?;
+            socket.clone()
         }
         None => {
             let socket = default_socket_name(&raw.resource);
@@ -69,21 +139,26 @@ pub fn parse_resource(
             })?;
             socket
         }
-    };
-    if raw.permissions.is_empty() || !raw.permissions.chars().all(|c| "rwm".contains(c)) {
-        return Err(ConfigError::invalid(
-            file,
-            "permissions",
-            format!(
-                "`{}` is not a cgroup permission string (one or more of r, w, m)",
-                raw.permissions
-            ),
-        ));
-    }
+    })
+}
 
+/// What a resource file selects: its selectors, each one's replica count
+/// by position, and its companion nodes.
+type Selection = (Vec<Selector>, BTreeMap<usize, u32>, Vec<NodeSelector>);
+
+/// The hardware selectors (`[[nodes]]`, `[[pci]]`, `[[usb]]`, in that
+/// order), each selector's replica count by position, and the companion
+/// nodes; every path absolute and every selector valid.
+fn parse_selectors(
+    file: &Path,
+    nodes: Vec<NodeEntry>,
+    companion_nodes: Vec<CompanionEntry>,
+    pci: Vec<PciSelector>,
+    usb: Vec<UsbSelector>,
+) -> Result<Selection, ConfigError> {
     let mut selectors = Vec::new();
     let mut replicas = BTreeMap::new();
-    for (i, entry) in raw.nodes.into_iter().enumerate() {
+    for (i, entry) in nodes.into_iter().enumerate() {
         if !entry.path.starts_with('/') {
             return Err(ConfigError::invalid(
                 file,
@@ -105,7 +180,7 @@ pub fn parse_resource(
         }));
     }
     let mut companions = Vec::new();
-    for (i, entry) in raw.companion_nodes.into_iter().enumerate() {
+    for (i, entry) in companion_nodes.into_iter().enumerate() {
         let companion = NodeSelector {
             path: entry.path,
             optional: entry.optional,
@@ -127,9 +202,9 @@ pub fn parse_resource(
         companions.push(companion);
     }
     let first_pci = selectors.len();
-    selectors.extend(raw.pci.into_iter().map(Selector::Pci));
+    selectors.extend(pci.into_iter().map(Selector::Pci));
     let first_usb = selectors.len();
-    selectors.extend(raw.usb.into_iter().map(Selector::Usb));
+    selectors.extend(usb.into_iter().map(Selector::Usb));
     for (i, selector) in selectors.iter().enumerate() {
         if let Err(error) = selector.validate() {
             let field = match selector {
@@ -140,23 +215,35 @@ pub fn parse_resource(
             return Err(ConfigError::invalid(file, &field, error.to_string()));
         }
     }
+    Ok((selectors, replicas, companions))
+}
 
+/// The hooks bound to guests, limits resolved against `host`'s defaults
+/// (guest paths relative to `dir`); a DRA-only hook on a device-plugin
+/// resource refused.
+fn hook_bindings(
+    dir: &Path,
+    file: &Path,
+    host: &HostSettings,
+    raw: RawHooks,
+    api: ServingApi,
+) -> Result<Vec<HookBinding>, ConfigError> {
     let mut hooks = Vec::new();
     let raw_hooks = [
-        (Hook::Discovery, raw.hooks.discovery),
-        (Hook::Health, raw.hooks.health),
-        (Hook::PreferredAllocation, raw.hooks.preferred_allocation),
-        (Hook::Allocate, raw.hooks.allocate),
-        (Hook::PreStart, raw.hooks.pre_start),
-        (Hook::DraLayout, raw.hooks.dra_layout),
-        (Hook::DraPrepare, raw.hooks.dra_prepare),
-        (Hook::DraUnprepare, raw.hooks.dra_unprepare),
-        (Hook::DeviceTaints, raw.hooks.device_taints),
+        (Hook::Discovery, raw.discovery),
+        (Hook::Health, raw.health),
+        (Hook::PreferredAllocation, raw.preferred_allocation),
+        (Hook::Allocate, raw.allocate),
+        (Hook::PreStart, raw.pre_start),
+        (Hook::DraLayout, raw.dra_layout),
+        (Hook::DraPrepare, raw.dra_prepare),
+        (Hook::DraUnprepare, raw.dra_unprepare),
+        (Hook::DeviceTaints, raw.device_taints),
     ];
     for (hook, config) in raw_hooks {
         let Some(config) = config else { continue };
         let field = format!("hooks.{hook}");
-        if is_dra_only(hook) && raw.api != ServingApi::Dra {
+        if is_dra_only(hook) && api != ServingApi::Dra {
             return Err(ConfigError::invalid(
                 file,
                 &field,
@@ -206,54 +293,7 @@ pub fn parse_resource(
             on_error: config.on_error.unwrap_or(host.hook_defaults.on_error),
         });
     }
-    if selectors.is_empty() && !hooks.iter().any(|h| h.hook == Hook::Discovery) {
-        return Err(ConfigError::invalid(
-            file,
-            "nodes",
-            "the resource selects no hardware: add [[nodes]], [[pci]] or [[usb]] entries",
-        ));
-    }
-    if raw.cdi != CdiMode::Off {
-        crate::cdi::check_kind(&raw.resource)
-            .map_err(|p| ConfigError::invalid(file, "resource", p))?;
-    }
-    validate_cdi_edits(&raw.cdi_edits)
-        .map_err(|(field, p)| ConfigError::invalid(file, &field, p))?;
-    let trusted_keys = trusted_keys(dir, file, host, &raw.guest_signatures.trusted_keys)?;
-    let admin_grants = admin_grants(&raw.grant_admin_nodes)
-        .map_err(|p| ConfigError::invalid(file, "grant-admin-nodes", p))?;
-    let has_pre_start_guest = hooks.iter().any(|h| h.hook == Hook::PreStart);
-    let pre_start_required = raw.pre_start_required.unwrap_or(has_pre_start_guest);
-    let get_preferred_allocation = raw
-        .get_preferred_allocation
-        .unwrap_or(raw.api == ServingApi::DevicePlugin);
-
-    Ok(ResourceConfig {
-        file: file.to_owned(),
-        resource: raw.resource,
-        socket,
-        pre_start_required,
-        get_preferred_allocation,
-        poll_interval: Duration::from_millis(
-            raw.poll_interval_ms
-                .unwrap_or(host.poll_interval_ms)
-                .max(10),
-        ),
-        permissions: raw.permissions,
-        selectors,
-        replicas,
-        hooks,
-        guest_config: flatten_table(&raw.guest_config),
-        writable_attributes: raw.writable_attributes,
-        companions,
-        trusted_keys,
-        admin_grants,
-        cdi: raw.cdi,
-        cdi_edits: raw.cdi_edits,
-        api: raw.api,
-        driver,
-        publish_interval,
-    })
+    Ok(hooks)
 }
 
 /// A `replicas` count: at least 1, and at most
