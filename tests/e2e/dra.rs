@@ -143,10 +143,15 @@ fn run_args(dra: &Dra, config_dir: &std::path::Path) -> Vec<String> {
 /// Starts an instance of the host with its own ID (a pod of a rolling
 /// update) reading `config_dir`, sharing the node's folders with the others.
 fn spawn_instance(dra: &Dra, config_dir: &std::path::Path, id: &str) -> Plugin {
+    spawn_release(dra, binary(), config_dir, id)
+}
+
+/// As [`spawn_instance`], running `program` (another release's binary).
+fn spawn_release(dra: &Dra, program: &str, config_dir: &std::path::Path, id: &str) -> Plugin {
     let mut args = run_args(dra, config_dir);
     args.extend(["--instance-id".to_owned(), id.to_owned()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Plugin::spawn(&args, dra.world.tmp.path())
+    Plugin::spawn_binary(program, &[], &args, dra.world.tmp.path())
 }
 
 /// How many devices the driver's slices for the node list.
@@ -590,12 +595,7 @@ async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_c
         "position.wasm",
     );
     let published = DEVICES.len() * 3;
-    let spawn = |program: &str, id: &str| {
-        let mut args = run_args(&dra, &dra.world.config());
-        args.extend(["--instance-id".to_owned(), id.to_owned()]);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        Plugin::spawn_binary(program, &[], &args, dra.world.tmp.path())
-    };
+    let spawn = |program: &str, id: &str| spawn_release(&dra, program, &dra.world.config(), id);
 
     // The previous release serves and prepares a claim.
     let mut old = spawn(&previous, "pod-previous");

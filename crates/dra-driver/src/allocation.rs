@@ -15,6 +15,7 @@ use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
 
 use crate::checkpoint::{PreparedClaim, PreparedDevice};
 use crate::claim::ClaimRef;
+use crate::claim_cdi;
 
 /// One allocation result mapped to this node's devices.
 #[derive(Debug)]
@@ -241,4 +242,74 @@ pub fn claim_info(
         configs,
         devices,
     }
+}
+
+/// What the checkpoint records of each picked device, as the kubelet is
+/// answered: the claim's own CDI device per device, and the CDI devices
+/// the allocate answer names itself (`answer_cdi`) with the first.
+pub(crate) fn prepared_devices(
+    driver: &str,
+    resource: &str,
+    uid: &str,
+    picked: &[Picked<'_>],
+    mut answer_cdi: Vec<String>,
+) -> Vec<PreparedDevice> {
+    picked
+        .iter()
+        .map(|pick| {
+            let mut cdi_device_ids = vec![format!(
+                "{resource}={}",
+                claim_cdi::cdi_device_name(uid, &pick.result.device)
+            )];
+            cdi_device_ids.append(&mut answer_cdi);
+            PreparedDevice {
+                request_names: vec![pick.result.request.clone()],
+                pool_name: pick.result.pool.clone(),
+                device_name: pick.result.device.clone(),
+                device_id: pick.id.clone(),
+                partition_of: pick.partition.then(|| pick.device.device.device_id.clone()),
+                consumed_capacity: pick.claim_device(driver).consumed_capacity,
+                shared: pick.shared,
+                cdi_device_ids,
+                share_id: pick.result.share_id.clone(),
+                admin_access: pick.result.admin_access == Some(true),
+                unknown: Default::default(),
+            }
+        })
+        .collect()
+}
+
+/// The statuses the `dra-prepare` guest reported for picked devices, as
+/// the claim's `status.devices` entries.
+pub(crate) fn api_statuses(
+    driver: &str,
+    picked: &[Picked<'_>],
+    statuses: &[DeviceStatus],
+) -> Vec<AllocatedDeviceStatus> {
+    statuses
+        .iter()
+        .filter_map(|status| {
+            let pick = picked.iter().find(|p| p.id == status.id)?;
+            Some(api_status(
+                driver,
+                &pick.result.pool,
+                &pick.result.device,
+                pick.result.share_id.clone(),
+                status,
+            ))
+        })
+        .collect()
+}
+
+/// The devices a claim's CDI spec names: each picked device once, under
+/// its published name (a partition's), on the advertised device whose
+/// nodes it gets.
+pub(crate) fn named_devices<'a>(picked: &[Picked<'a>]) -> Vec<(&'a AdvertisedDevice, String)> {
+    let mut named: Vec<(&AdvertisedDevice, String)> = Vec::new();
+    for pick in picked {
+        if !named.iter().any(|(_, n)| *n == pick.result.device) {
+            named.push((pick.device, pick.result.device.clone()));
+        }
+    }
+    named
 }

@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use wdp_resource::atomic_file::{self, Durability};
+use wdp_resource::held::HeldDevice;
 
 use crate::checksum::{canonical_checksum, fnv1a};
 use crate::file_stamp::FileStamp;
@@ -372,6 +373,17 @@ impl Checkpoint {
     /// Where an unreadable checkpoint was set aside, if one was.
     pub fn set_aside(&self) -> Option<&Path> {
         self.set_aside.as_deref()
+    }
+
+    /// The devices and partitions the recorded claims hold.
+    pub fn held_devices(&self) -> impl Iterator<Item = HeldDevice> + '_ {
+        self.claims
+            .values()
+            .flat_map(|claim| &claim.devices)
+            .map(|device| HeldDevice {
+                device_id: device.device_id.clone(),
+                partition_of: device.partition_of.clone(),
+            })
     }
 
     /// The claim prepared under `uid`, as last read.

@@ -9,6 +9,8 @@ use std::sync::{Arc, PoisonError};
 use tokio::sync::Mutex;
 use wdp_resource::held::HeldDevice;
 
+use crate::allocation::Picked;
+
 /// Claims being prepared or unprepared right now, and the devices picked
 /// for a claim that the checkpoint does not record yet.
 #[derive(Debug, Default)]
@@ -68,4 +70,37 @@ pub(crate) async fn one_at_a_time<T>(
         in_flight.claims.remove(uid);
     }
     result
+}
+
+/// Reserves the exclusive devices `picked` for claim `uid` in `locked`
+/// (the caller's guard of `in_flight`) until the claim is recorded or
+/// fails, and notes what it holds; released when the reservation drops.
+pub(crate) fn reserve<'a>(
+    in_flight: &'a std::sync::Mutex<InFlight>,
+    locked: &mut InFlight,
+    uid: &str,
+    picked: &[Picked<'_>],
+) -> Reservation<'a> {
+    let mut ids: Vec<String> = Vec::new();
+    for pick in picked.iter().filter(|p| p.exclusive()) {
+        if !ids.contains(&pick.id) {
+            ids.push(pick.id.clone());
+        }
+    }
+    for id in &ids {
+        locked.reserved.insert(id.clone(), uid.to_owned());
+    }
+    let holding = picked
+        .iter()
+        .map(|pick| HeldDevice {
+            device_id: pick.id.clone(),
+            partition_of: pick.partition.then(|| pick.device.id().to_owned()),
+        })
+        .collect();
+    locked.holding.insert(uid.to_owned(), holding);
+    Reservation {
+        in_flight,
+        uid: uid.to_owned(),
+        ids,
+    }
 }

@@ -49,18 +49,20 @@ use k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, DeviceRequestAllocationResult, ResourceClaim,
 };
 use tokio::sync::Notify;
-use wdp_policy::types::{ClaimDevice, DeviceStatus};
+use wdp_policy::types::ClaimDevice;
 
-use crate::allocation::{Picked, api_status, claim_info, recorded_claim_info};
+use crate::allocation::{
+    Picked, api_statuses, claim_info, named_devices, prepared_devices, recorded_claim_info,
+};
 use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim::{ClaimRef, StatusWrite, StatusWriter, StatusWriterSlot};
 use crate::claim_cdi;
-use crate::in_flight::{self, InFlight, Reservation};
+use crate::in_flight::{self, InFlight};
 use crate::recorded_spec;
 use crate::shared_checkpoint::SharedCheckpoint;
 use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
 use wdp_resource::Resource;
-use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
+use wdp_resource::device_set::DeviceSet;
 use wdp_resource::held::HeldDevice;
 
 /// Prepares and unprepares the claims of one DRA driver, serving one
@@ -92,7 +94,7 @@ impl ClaimPreparer {
         checkpoint: Checkpoint,
     ) -> Self {
         // What the claims recorded before a restart hold, from the start.
-        resource.hold(&held_by(&checkpoint).collect::<Vec<_>>());
+        resource.hold(&checkpoint.held_devices().collect::<Vec<_>>());
         Self {
             driver: driver.to_owned(),
             pool: pool.to_owned(),
@@ -223,7 +225,8 @@ impl ClaimPreparer {
     /// Tells the resource what the recorded and in-flight claims hold, so
     /// that no layout moves a name of theirs to other hardware.
     fn hold(&self, checkpoint: &Checkpoint, in_flight: &InFlight) {
-        let held: Vec<HeldDevice> = held_by(checkpoint)
+        let held: Vec<HeldDevice> = checkpoint
+            .held_devices()
             .chain(in_flight.holding.values().flatten().cloned())
             .collect();
         self.resource.hold(&held);
@@ -279,7 +282,10 @@ impl ClaimPreparer {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             let picked = self.pick_devices(claim, results, &set, &checkpoint, &in_flight)?;
-            let reservation = self.reserve(claim, &picked, &checkpoint, &mut in_flight);
+            let reservation =
+                in_flight::reserve(&self.in_flight, &mut in_flight, &claim.uid, &picked);
+            // Their names are held from now on (see `wdp_resource::held`).
+            self.hold(&checkpoint, &in_flight);
             (picked, reservation)
         };
         // The advertised devices the container gets (a partition's parent).
@@ -368,12 +374,7 @@ impl ClaimPreparer {
         answer: &ContainerAllocateResponse,
     ) -> Result<PathBuf, String> {
         let spec = self.resource.spec();
-        let mut named: Vec<(&AdvertisedDevice, String)> = Vec::new();
-        for pick in picked {
-            if !named.iter().any(|(_, n)| *n == pick.result.device) {
-                named.push((pick.device, pick.result.device.clone()));
-            }
-        }
+        let named = named_devices(picked);
         let cdi_spec =
             claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), answer);
         let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
@@ -384,41 +385,6 @@ impl ClaimPreparer {
             )
         })?;
         Ok(file)
-    }
-
-    /// Reserves the exclusive devices `picked` for `claim` until it is
-    /// recorded or fails, and holds their names (see `wdp_resource::held`)
-    /// from now on; `checkpoint` and `in_flight` as the caller locked them.
-    fn reserve(
-        &self,
-        claim: &ClaimRef,
-        picked: &[Picked<'_>],
-        checkpoint: &Checkpoint,
-        in_flight: &mut InFlight,
-    ) -> Reservation<'_> {
-        let mut ids: Vec<String> = Vec::new();
-        for pick in picked.iter().filter(|p| p.exclusive()) {
-            if !ids.contains(&pick.id) {
-                ids.push(pick.id.clone());
-            }
-        }
-        for id in &ids {
-            in_flight.reserved.insert(id.clone(), claim.uid.clone());
-        }
-        let holding = picked
-            .iter()
-            .map(|pick| HeldDevice {
-                device_id: pick.id.clone(),
-                partition_of: pick.partition.then(|| pick.device.id().to_owned()),
-            })
-            .collect();
-        in_flight.holding.insert(claim.uid.clone(), holding);
-        self.hold(checkpoint, in_flight);
-        Reservation {
-            in_flight: &self.in_flight,
-            uid: claim.uid.clone(),
-            ids,
-        }
     }
 
     /// Undoes the `dra-prepare` guest's work for a claim whose prepare
@@ -602,73 +568,4 @@ impl ClaimPreparer {
         tracing::info!(driver = %self.driver, %claim, "claim unprepared");
         Ok(())
     }
-}
-
-/// The devices and partitions the claims `checkpoint` records hold.
-fn held_by(checkpoint: &Checkpoint) -> impl Iterator<Item = HeldDevice> + '_ {
-    checkpoint
-        .claims()
-        .values()
-        .flat_map(|claim| &claim.devices)
-        .map(|device| HeldDevice {
-            device_id: device.device_id.clone(),
-            partition_of: device.partition_of.clone(),
-        })
-}
-
-/// What the checkpoint records of each picked device, as the kubelet is
-/// answered: the claim's own CDI device per device, and the CDI devices
-/// the allocate answer names itself (`answer_cdi`) with the first.
-fn prepared_devices(
-    driver: &str,
-    resource: &str,
-    uid: &str,
-    picked: &[Picked<'_>],
-    mut answer_cdi: Vec<String>,
-) -> Vec<PreparedDevice> {
-    picked
-        .iter()
-        .map(|pick| {
-            let mut cdi_device_ids = vec![format!(
-                "{resource}={}",
-                claim_cdi::cdi_device_name(uid, &pick.result.device)
-            )];
-            cdi_device_ids.append(&mut answer_cdi);
-            PreparedDevice {
-                request_names: vec![pick.result.request.clone()],
-                pool_name: pick.result.pool.clone(),
-                device_name: pick.result.device.clone(),
-                device_id: pick.id.clone(),
-                partition_of: pick.partition.then(|| pick.device.device.device_id.clone()),
-                consumed_capacity: pick.claim_device(driver).consumed_capacity,
-                shared: pick.shared,
-                cdi_device_ids,
-                share_id: pick.result.share_id.clone(),
-                admin_access: pick.result.admin_access == Some(true),
-                unknown: Default::default(),
-            }
-        })
-        .collect()
-}
-
-/// The statuses the `dra-prepare` guest reported for picked devices, as
-/// the claim's `status.devices` entries.
-fn api_statuses(
-    driver: &str,
-    picked: &[Picked<'_>],
-    statuses: &[DeviceStatus],
-) -> Vec<AllocatedDeviceStatus> {
-    statuses
-        .iter()
-        .filter_map(|status| {
-            let pick = picked.iter().find(|p| p.id == status.id)?;
-            Some(api_status(
-                driver,
-                &pick.result.pool,
-                &pick.result.device,
-                pick.result.share_id.clone(),
-                status,
-            ))
-        })
-        .collect()
 }

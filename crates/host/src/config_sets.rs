@@ -15,16 +15,19 @@
 //!   there are. Each switch is one INFO line.
 //! - **Opt-in** (`report-state = true`), the outcome goes into the node
 //!   label `<node-label>.state`: `pending`, `success` or `failed`.
+//!
+//! This module holds what needs no running host (the record, the label's
+//! meaning, the set `start` serves); `set_follower` follows the label and
+//! switches a running [`Host`](crate::Host).
 
 use std::path::{Path, PathBuf};
-use std::sync::Weak;
 
-use tokio_util::sync::CancellationToken;
-use wdp_dra_client::NodeLabel;
+use wdp_resource::ConfigSet;
 use wdp_resource::atomic_file::{self, Durability};
 use wdp_resource::config::sets::{DEFAULT_SET, describe_available, named_sets};
 
-use crate::supervisor::Host;
+use crate::error::HostError;
+use crate::options::HostOptions;
 
 /// The file under the state folder recording the set last applied.
 pub const RECORD_FILE: &str = "config-set";
@@ -108,94 +111,33 @@ impl SwitchState {
     }
 }
 
-/// Writes the opt-in state label, each time the state (or the label's
-/// value) changes.
-struct StateReporter {
-    client: wdp_dra_client::Client,
-    node: String,
-    key: String,
-    enabled: bool,
-    last: Option<(Option<String>, SwitchState)>,
-}
-
-impl StateReporter {
-    async fn report(&mut self, value: &Option<String>, state: SwitchState) {
-        let now = Some((value.clone(), state));
-        if !self.enabled || self.last == now {
-            return;
+/// The configuration `start` serves: the set recorded as last applied
+/// when the directory still holds it and it loads, else the default set;
+/// logged either way when the directory holds sets.
+pub(crate) async fn load_initial_set(options: &HostOptions) -> Result<ConfigSet, HostError> {
+    let dir = options.config_dir.clone();
+    let state_dir = options.state_dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let sets = named_sets(&dir)?;
+        if sets.is_empty() {
+            return Ok(wdp_resource::config::load_dir(&dir)?);
         }
-        self.last = now;
-        if let Err(error) =
-            wdp_dra_client::set_node_label(&self.client, &self.node, &self.key, state.as_str())
-                .await
-        {
-            tracing::warn!(node = %self.node, label = %self.key, %error, "cannot write the configuration set's state into the node's label");
-        }
-    }
-}
-
-/// Follows the node's label and switches `host` to the set it names,
-/// until `stop` (or the host is gone). A set refused before is tried again
-/// whenever the config directory changes.
-pub(crate) fn follow_label(
-    host: Weak<Host>,
-    client: wdp_dra_client::Client,
-    node: String,
-    label: String,
-    report_state: bool,
-    stop: CancellationToken,
-) {
-    let mut values = wdp_dra_client::watch_node_label(client.clone(), &node, &label, stop.clone());
-    let mut reporter = StateReporter {
-        client,
-        key: format!("{label}.state"),
-        node,
-        enabled: report_state,
-        last: None,
-    };
-    tokio::spawn(async move {
-        loop {
-            let retry = match host.upgrade() {
-                Some(host) => host.set_files_changed.clone(),
-                None => return,
-            };
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                changed = values.changed() => if changed.is_err() { return },
-                // The directory changed: a set refused before may load now.
-                () = retry.notified() => {}
-            }
-            let NodeLabel::Value(value) = values.borrow_and_update().clone() else {
-                continue;
-            };
-            let Some(host) = host.upgrade() else { return };
-            let dir = host.options().config_dir.clone();
-            let current = host.config_set().await;
-            let wanted = match set_for_label(&dir, &label, value.as_deref()) {
-                Ok(wanted) => wanted,
-                Err(problem) => {
-                    tracing::error!(%problem, serving = %shown(current.as_deref()), "configuration set not switched; the current one keeps serving");
-                    reporter.report(&value, SwitchState::Failed).await;
-                    continue;
-                }
-            };
-            if current == wanted {
-                reporter.report(&value, SwitchState::Success).await;
-                continue;
-            }
-            reporter.report(&value, SwitchState::Pending).await;
-            let outcome = host.switch_config_set(wanted.clone()).await;
-            let shown_label = format!("{label}={}", value.as_deref().unwrap_or(""));
-            match outcome {
-                Ok(summary) => {
-                    tracing::info!(from = %shown(current.as_deref()), to = %shown(wanted.as_deref()), label = %shown_label, added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration set switched");
-                    reporter.report(&value, SwitchState::Success).await;
+        let record = record_path(&state_dir);
+        if let Some(set) = recorded(&state_dir, &dir) {
+            match wdp_resource::config::load_set(&dir, Some(&set)) {
+                Ok(config) => {
+                    tracing::info!(set = %set, recorded_in = %record.display(), sets = %describe_available(&dir), "serving the configuration set last applied until the node's label is read");
+                    return Ok(config);
                 }
                 Err(error) => {
-                    tracing::error!(%error, label = %shown_label, wanted = %shown(wanted.as_deref()), serving = %shown(current.as_deref()), sets = %describe_available(&dir), "configuration set refused; the current one keeps serving");
-                    reporter.report(&value, SwitchState::Failed).await;
+                    tracing::error!(set = %set, %error, "the configuration set last applied is refused now; serving the default set until the node's label is read");
                 }
             }
+        } else {
+            tracing::info!(sets = %describe_available(&dir), "serving the default configuration set until the node's label is read (none recorded as applied)");
         }
-    });
+        Ok(wdp_resource::config::load_dir(&dir)?)
+    })
+    .await
+    .map_err(HostError::Task)?
 }

@@ -14,8 +14,9 @@
 //! ([`HostOptions`]); `preflight` checks those folders; `supervisor` runs
 //! the whole ([`Host`], with `running` the served resources and `watch` the
 //! folder watchers); `reload` plans a live reload ([`ReloadSummary`])
-//! before the supervisor applies it; [`config_sets`] picks the
-//! configuration set the node's label names and switches it live;
+//! before the supervisor applies it; [`config_sets`] says which
+//! configuration set the node's label names and records the one applied,
+//! `set_follower` follows the label and switches the set live;
 //! `offline` is `check`, `test` and `precompile` ([`check`],
 //! [`load_offline`], [`precompile`]); `error` is the one error type
 //! ([`HostError`]).
@@ -29,6 +30,7 @@ mod options;
 mod preflight;
 mod reload;
 mod running;
+mod set_follower;
 mod supervisor;
 mod watch;
 

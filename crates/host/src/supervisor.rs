@@ -15,7 +15,6 @@ use wdp_dra_driver::{DraApi, DraDriver, Draining, DriverPaths};
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
-use wdp_resource::config::sets::{describe_available, named_sets};
 use wdp_resource::loading::{load_specs, ms, new_engine};
 use wdp_resource::{ConfigSet, DeviceSet, Metrics, Resource};
 
@@ -83,7 +82,7 @@ impl Host {
         }
         // Watch before the first read, so no edit can slip in between.
         let (config_watcher, config_events) = watch_config_dir(&options.config_dir)?;
-        let config = load_initial_set(&options).await?;
+        let config = config_sets::load_initial_set(&options).await?;
         config.check_socket_paths(&options.device_plugin_dir)?;
         preflight::check_cdi_dir(&options.cdi_dir, &config)?;
         if registration == RegistrationPath::PluginWatcher {
@@ -152,66 +151,6 @@ impl Host {
         host.reload_on_change(config_events);
         host.follow_set_label().await;
         Ok(host)
-    }
-
-    /// The configuration set served now (`None`: the default set).
-    pub async fn config_set(&self) -> Option<String> {
-        self.config.lock().await.set.clone()
-    }
-
-    /// Applies configuration set `set` (`None`: the default) as a live
-    /// reload, and records it as the one applied; on any error nothing
-    /// changes and the error is returned (and counted).
-    pub async fn switch_config_set(&self, set: Option<String>) -> Result<ReloadSummary, HostError> {
-        let result = self.try_reload(Some(set.clone())).await;
-        match &result {
-            Ok(_) => {
-                self.metrics.reload(true);
-                self.last_error.send_replace(None);
-                config_sets::record(&self.options.state_dir, set.as_deref());
-            }
-            Err(error) => {
-                self.metrics.reload(false);
-                self.last_error.send_replace(Some(error.to_string()));
-            }
-        }
-        result
-    }
-
-    /// Starts following the node's label that picks the configuration
-    /// set, once the directory holds named sets (at start, or at the first
-    /// reload that finds some).
-    pub(crate) async fn follow_set_label(self: &Arc<Self>) {
-        let dir = self.options.config_dir.clone();
-        if !named_sets(&dir).is_ok_and(|sets| !sets.is_empty()) {
-            return;
-        }
-        let mut following = self.following_label.lock().await;
-        if *following {
-            return;
-        }
-        *following = true;
-        let settings = self.config.lock().await.host.config_sets.clone();
-        if self.options.node_name.is_empty() {
-            tracing::error!(label = %settings.node_label, "the config directory holds configuration sets, but no node name was given (--node-name, NODE_NAME): the node's label cannot be read, and the set being served stays");
-            return;
-        }
-        let client = match wdp_dra_client::client(self.options.kubeconfig.as_deref()).await {
-            Ok(client) => client,
-            Err(error) => {
-                tracing::error!(label = %settings.node_label, %error, "cannot reach the API server to read the node's label that picks the configuration set; the set being served stays");
-                return;
-            }
-        };
-        tracing::info!(node = %self.options.node_name, label = %settings.node_label, sets = %describe_available(&dir), "following the node's label that picks the configuration set");
-        config_sets::follow_label(
-            Arc::downgrade(self),
-            client,
-            self.options.node_name.clone(),
-            settings.node_label,
-            settings.report_state,
-            self.shutdown.clone(),
-        );
     }
 
     /// The host's metrics.
@@ -413,7 +352,10 @@ impl Host {
 
     /// [`reload`](Self::reload) without the logging and counting, of the
     /// set being served, or of set `switch` (`Some(None)`: the default).
-    async fn try_reload(&self, switch: Option<Option<String>>) -> Result<ReloadSummary, HostError> {
+    pub(crate) async fn try_reload(
+        &self,
+        switch: Option<Option<String>>,
+    ) -> Result<ReloadSummary, HostError> {
         let started = Instant::now();
         let mut current = self.config.lock().await;
         let set = switch.unwrap_or_else(|| current.set.clone());
@@ -632,37 +574,6 @@ async fn load_resources(
                 Ok(loaded)
             })
             .collect::<Result<Vec<_>, HostError>>()
-    })
-    .await
-    .map_err(HostError::Task)?
-}
-
-/// The configuration `start` serves: the set recorded as last applied
-/// when the directory still holds it and it loads, else the default set;
-/// logged either way when the directory holds sets.
-async fn load_initial_set(options: &HostOptions) -> Result<ConfigSet, HostError> {
-    let dir = options.config_dir.clone();
-    let state_dir = options.state_dir.clone();
-    tokio::task::spawn_blocking(move || {
-        let sets = named_sets(&dir)?;
-        if sets.is_empty() {
-            return Ok(wdp_resource::config::load_dir(&dir)?);
-        }
-        let record = config_sets::record_path(&state_dir);
-        if let Some(set) = config_sets::recorded(&state_dir, &dir) {
-            match wdp_resource::config::load_set(&dir, Some(&set)) {
-                Ok(config) => {
-                    tracing::info!(set = %set, recorded_in = %record.display(), sets = %describe_available(&dir), "serving the configuration set last applied until the node's label is read");
-                    return Ok(config);
-                }
-                Err(error) => {
-                    tracing::error!(set = %set, %error, "the configuration set last applied is refused now; serving the default set until the node's label is read");
-                }
-            }
-        } else {
-            tracing::info!(sets = %describe_available(&dir), "serving the default configuration set until the node's label is read (none recorded as applied)");
-        }
-        Ok(wdp_resource::config::load_dir(&dir)?)
     })
     .await
     .map_err(HostError::Task)?

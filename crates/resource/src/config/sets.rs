@@ -65,27 +65,17 @@ pub fn named_sets(dir: &Path) -> Result<Vec<String>, ConfigError> {
     Ok(names)
 }
 
-/// Why `name` cannot name a set, if it cannot.
+/// Why `name` cannot name a set, if it cannot: it must be a non-empty
+/// label value (`wdp_dra_client`'s rule), and not `default`.
 pub fn set_name_problem(name: &str) -> Option<String> {
-    let alnum = |c: char| c.is_ascii_alphanumeric();
     if name == DEFAULT_SET {
         return Some(format!("`{DEFAULT_SET}` names the top-level set"));
     }
-    if name.is_empty() || name.len() > 63 {
-        return Some("must be 1 to 63 characters (a node label's value)".to_owned());
+    if name.is_empty() {
+        return Some("empty; a set's name is a node label's value".to_owned());
     }
-    if !name
-        .chars()
-        .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
-        || !name.starts_with(alnum)
-        || !name.ends_with(alnum)
-    {
-        return Some(
-            "must be letters, digits, `-`, `_` and `.`, beginning and ending with a letter or digit (a node label's value)"
-                .to_owned(),
-        );
-    }
-    None
+    wdp_dra_client::label_value_problem(name)
+        .map(|problem| format!("not a node label's value: {problem}"))
 }
 
 /// The sets `dir` holds, for messages: `default` first, then the named.

@@ -56,7 +56,7 @@ impl Store {
             previous: Some(old),
         });
         drop(state);
-        self.announce(version);
+        self.announce::<ResourceClaim>(version);
         Ok(updated)
     }
 }

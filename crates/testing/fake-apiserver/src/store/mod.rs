@@ -13,6 +13,7 @@ mod writes;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use k8s_openapi::Resource;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use tokio::sync::{broadcast, watch};
 
@@ -141,14 +142,22 @@ impl Store {
         state.resource_version
     }
 
-    fn announce(&self, version: u64) {
+    /// Wakes what waits on writes; after a ResourceSlice write, notes the
+    /// pools' device sets first.
+    fn announce<K: StoredKind>(&self, version: u64) {
+        if K::KIND == ResourceSlice::KIND {
+            self.note_pools();
+        }
+        self.latest.send_replace(version);
+    }
+
+    /// Notes each pool's device set in the pool history.
+    fn note_pools(&self) {
         // Listed under the history's lock: a later write's list is never
         // observed before an earlier one's.
         let mut history = self.pool_history.lock().unwrap_or_else(|p| p.into_inner());
         let (slices, _) = self.list::<ResourceSlice>(&Filter::default());
         history.observe(&slices);
-        drop(history);
-        self.latest.send_replace(version);
     }
 
     /// One object.

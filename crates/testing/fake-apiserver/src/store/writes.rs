@@ -93,7 +93,7 @@ impl Store {
             previous: None,
         });
         drop(state);
-        self.announce(version);
+        self.announce::<K>(version);
         Ok(object)
     }
 
@@ -154,7 +154,7 @@ impl Store {
             previous: Some(old),
         });
         drop(state);
-        self.announce(version);
+        self.announce::<K>(version);
         Ok(object)
     }
 
@@ -203,7 +203,7 @@ impl Store {
         let removed = self.remove_locked::<K>(&mut state, &key);
         let version = state.resource_version;
         drop(state);
-        self.announce(version);
+        self.announce::<K>(version);
         Ok(removed)
     }
 
@@ -223,7 +223,7 @@ impl Store {
         let version = state.resource_version;
         drop(state);
         if !removed.is_empty() {
-            self.announce(version);
+            self.announce::<K>(version);
         }
         removed
     }
@@ -292,7 +292,7 @@ impl Store {
             previous: old,
         });
         drop(state);
-        self.announce(version);
+        self.announce::<K>(version);
         object
     }
 

@@ -1,0 +1,168 @@
+//! Following the node's label that picks the configuration set, and
+//! switching a running [`Host`] to the set it names (see
+//! [`crate::config_sets`] for the rules).
+
+use std::sync::{Arc, Weak};
+
+use tokio_util::sync::CancellationToken;
+use wdp_dra_client::NodeLabel;
+use wdp_resource::config::sets::{describe_available, named_sets};
+
+use crate::config_sets::{self, SwitchState, set_for_label, shown};
+use crate::error::HostError;
+use crate::reload::ReloadSummary;
+use crate::supervisor::Host;
+
+impl Host {
+    /// The configuration set served now (`None`: the default set).
+    pub async fn config_set(&self) -> Option<String> {
+        self.config.lock().await.set.clone()
+    }
+
+    /// Applies configuration set `set` (`None`: the default) as a live
+    /// reload, and records it as the one applied; on any error nothing
+    /// changes and the error is returned (and counted).
+    pub async fn switch_config_set(&self, set: Option<String>) -> Result<ReloadSummary, HostError> {
+        let result = self.try_reload(Some(set.clone())).await;
+        match &result {
+            Ok(_) => {
+                self.metrics.reload(true);
+                self.last_error.send_replace(None);
+                config_sets::record(&self.options.state_dir, set.as_deref());
+            }
+            Err(error) => {
+                self.metrics.reload(false);
+                self.last_error.send_replace(Some(error.to_string()));
+            }
+        }
+        result
+    }
+
+    /// Starts following the node's label that picks the configuration
+    /// set, once the directory holds named sets (at start, or at the first
+    /// reload that finds some).
+    pub(crate) async fn follow_set_label(self: &Arc<Self>) {
+        let dir = self.options.config_dir.clone();
+        if !named_sets(&dir).is_ok_and(|sets| !sets.is_empty()) {
+            return;
+        }
+        let mut following = self.following_label.lock().await;
+        if *following {
+            return;
+        }
+        *following = true;
+        let settings = self.config.lock().await.host.config_sets.clone();
+        if self.options.node_name.is_empty() {
+            tracing::error!(label = %settings.node_label, "the config directory holds configuration sets, but no node name was given (--node-name, NODE_NAME): the node's label cannot be read, and the set being served stays");
+            return;
+        }
+        let client = match wdp_dra_client::client(self.options.kubeconfig.as_deref()).await {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::error!(label = %settings.node_label, %error, "cannot reach the API server to read the node's label that picks the configuration set; the set being served stays");
+                return;
+            }
+        };
+        tracing::info!(node = %self.options.node_name, label = %settings.node_label, sets = %describe_available(&dir), "following the node's label that picks the configuration set");
+        follow_label(
+            Arc::downgrade(self),
+            client,
+            self.options.node_name.clone(),
+            settings.node_label,
+            settings.report_state,
+            self.shutdown.clone(),
+        );
+    }
+}
+
+/// Writes the opt-in state label, each time the state (or the label's
+/// value) changes.
+struct StateReporter {
+    client: wdp_dra_client::Client,
+    node: String,
+    key: String,
+    enabled: bool,
+    last: Option<(Option<String>, SwitchState)>,
+}
+
+impl StateReporter {
+    async fn report(&mut self, value: &Option<String>, state: SwitchState) {
+        let now = Some((value.clone(), state));
+        if !self.enabled || self.last == now {
+            return;
+        }
+        self.last = now;
+        if let Err(error) =
+            wdp_dra_client::set_node_label(&self.client, &self.node, &self.key, state.as_str())
+                .await
+        {
+            tracing::warn!(node = %self.node, label = %self.key, %error, "cannot write the configuration set's state into the node's label");
+        }
+    }
+}
+
+/// Follows the node's label and switches `host` to the set it names,
+/// until `stop` (or the host is gone). A set refused before is tried again
+/// whenever the config directory changes.
+fn follow_label(
+    host: Weak<Host>,
+    client: wdp_dra_client::Client,
+    node: String,
+    label: String,
+    report_state: bool,
+    stop: CancellationToken,
+) {
+    let mut values = wdp_dra_client::watch_node_label(client.clone(), &node, &label, stop.clone());
+    let mut reporter = StateReporter {
+        client,
+        key: format!("{label}.state"),
+        node,
+        enabled: report_state,
+        last: None,
+    };
+    tokio::spawn(async move {
+        loop {
+            let retry = match host.upgrade() {
+                Some(host) => host.set_files_changed.clone(),
+                None => return,
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                changed = values.changed() => if changed.is_err() { return },
+                // The directory changed: a set refused before may load now.
+                () = retry.notified() => {}
+            }
+            let NodeLabel::Value(value) = values.borrow_and_update().clone() else {
+                continue;
+            };
+            let Some(host) = host.upgrade() else { return };
+            let dir = host.options().config_dir.clone();
+            let current = host.config_set().await;
+            let wanted = match set_for_label(&dir, &label, value.as_deref()) {
+                Ok(wanted) => wanted,
+                Err(problem) => {
+                    tracing::error!(%problem, serving = %shown(current.as_deref()), "configuration set not switched; the current one keeps serving");
+                    reporter.report(&value, SwitchState::Failed).await;
+                    continue;
+                }
+            };
+            if current == wanted {
+                reporter.report(&value, SwitchState::Success).await;
+                continue;
+            }
+            reporter.report(&value, SwitchState::Pending).await;
+            let outcome = host.switch_config_set(wanted.clone()).await;
+            let shown_label = format!("{label}={}", value.as_deref().unwrap_or(""));
+            match outcome {
+                Ok(summary) => {
+                    tracing::info!(from = %shown(current.as_deref()), to = %shown(wanted.as_deref()), label = %shown_label, added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration set switched");
+                    reporter.report(&value, SwitchState::Success).await;
+                }
+                Err(error) => {
+                    tracing::error!(%error, label = %shown_label, wanted = %shown(wanted.as_deref()), serving = %shown(current.as_deref()), sets = %describe_available(&dir), "configuration set refused; the current one keeps serving");
+                    reporter.report(&value, SwitchState::Failed).await;
+                }
+            }
+        }
+    });
+}
