@@ -1,8 +1,10 @@
 //! The device-plugin transport: each device-plugin resource served to the
 //! kubelet through its `v1beta1.DevicePlugin` gRPC service, on a socket of
 //! its own in the device-plugin folder. `server` binds the socket
-//! before registering (on `kubelet.sock` or through the plugin watcher),
-//! and serves and registers again after every kubelet restart;
+//! (the lifecycle `wdp-kubelet-socket` shares with every server) before
+//! registering (`kubelet_registration` on `kubelet.sock`, or through the
+//! plugin watcher), and serves and registers again after every kubelet
+//! restart;
 //! `service` answers the five RPCs and fans `ListAndWatch` out from the
 //! resource's device set.
 //!
@@ -13,7 +15,9 @@
 
 #![warn(missing_docs)]
 
+mod kubelet_registration;
 mod server;
 mod service;
 
-pub use server::{FolderEvent, RegisterError, ServerHandle};
+pub use kubelet_registration::RegisterError;
+pub use server::{FolderEvent, ServerHandle};

@@ -15,17 +15,14 @@
 //! (`crate::handover`). Sockets an earlier instance left behind (nothing
 //! listens on them any more) are removed at start.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
 use wdp_dra_client::{PoolTarget, PublishStatus};
 use wdp_kubelet_api::dra::{self, v1, v1beta1};
 use wdp_kubelet_api::dra_health;
@@ -38,10 +35,10 @@ use crate::kube_api::DraApi;
 use crate::prepare::ClaimPreparer;
 use crate::publish::SliceSync;
 use crate::service::{DraPluginService, DraPluginV1beta1};
-use wdp_kubelet_socket::AuthorityFix;
 use wdp_kubelet_socket::plugin_watcher::{
     RegistrationSocket, dra_plugin_info, dra_registration_socket_name,
 };
+use wdp_kubelet_socket::{SocketServer, Unlink};
 use wdp_resource::Resource;
 
 /// The gRPC services a driver offers the kubelet, newest first (the
@@ -398,10 +395,6 @@ fn is_stale_socket(path: &Path) -> bool {
         )
 }
 
-fn inode(path: &Path) -> Option<u64> {
-    std::fs::symlink_metadata(path).ok().map(|m| m.ino())
-}
-
 async fn serve_loop(
     driver: String,
     paths: DriverPaths,
@@ -412,42 +405,24 @@ async fn serve_loop(
     stop: CancellationToken,
 ) {
     let socket = paths.dra_socket(&driver);
-    let mut wait = Duration::from_millis(25);
+    let span = tracing::info_span!("dra", %driver);
+    let mut server =
+        SocketServer::new(span.clone(), "DRA socket", registered.clone(), stop.clone())
+            .with_authority_fix();
     loop {
-        let bound = socket
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| {
-                let _ = std::fs::remove_file(&socket);
-                UnixListener::bind(&socket)
-            });
-        let listener = match bound {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::error!(%driver, socket = %socket.display(), %error, "cannot serve the DRA socket; retrying in {wait:?}");
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(wait) => {}
-                }
-                wait = (wait * 2).min(Duration::from_secs(5));
-                continue;
-            }
-        };
-        wait = Duration::from_millis(25);
-        let ours = inode(&socket);
-        let server_stop = CancellationToken::new();
-        let incoming = UnixListenerStream::new(listener).map(|conn| conn.map(AuthorityFix::new));
-        let server = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(v1::dra_plugin_server::DraPluginServer::new(service.clone()))
-                .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(
-                    DraPluginV1beta1(service.clone()),
-                ))
+        let routes = |_| {
+            let mut routes =
+                Routes::new(v1::dra_plugin_server::DraPluginServer::new(service.clone()));
+            routes = routes.add_service(v1beta1::dra_plugin_server::DraPluginServer::new(
+                DraPluginV1beta1(service.clone()),
+            ));
+            routes
                 .add_service(health.v1_server())
                 .add_service(health.v1alpha1_server())
-                .serve_with_incoming_shutdown(incoming, server_stop.clone().cancelled_owned()),
-        );
-        tracing::info!(%driver, socket = %socket.display(), "serving the DRA socket");
+        };
+        let Some(served) = server.serve(&socket, routes).await else {
+            return;
+        };
         let registration = RegistrationSocket::serve(
             driver.clone(),
             paths.registration_socket(&driver),
@@ -456,24 +431,18 @@ async fn serve_loop(
             resource.metrics().registration_observer(),
             &stop,
         );
-        let gone = loop {
-            tokio::select! {
-                _ = stop.cancelled() => break false,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => if inode(&socket) != ours { break true },
-            }
+        let removed = tokio::select! {
+            _ = stop.cancelled() => false,
+            _ = served.removed() => true,
         };
+        // The registration socket goes first: the kubelet deregisters.
         registration.stop().await;
-        if inode(&socket) == ours {
-            let _ = std::fs::remove_file(&socket);
-        }
-        server_stop.cancel();
-        if let Ok(Err(error)) = server.await {
-            tracing::warn!(%driver, %error, "DRA server ended with an error");
-        }
-        if !gone {
-            registered.send_replace(false);
+        served.close(Unlink::IfOurs).await;
+        if !removed {
             return;
         }
-        tracing::info!(%driver, socket = %socket.display(), "DRA socket removed: serving it again");
+        span.in_scope(
+            || tracing::info!(socket = %socket.display(), "DRA socket removed: serving it again"),
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! Serving the kubelet over Unix sockets, for both of its plugin
-//! protocols: the registration socket the kubelet's plugin watcher finds
+//! protocols: one socket lifecycle every server shares
+//! ([`served_socket`]: bind, serve, notice removal, serve again with
+//! [`backoff`], registered, stop), the registration socket the kubelet's plugin watcher finds
 //! in its plugins registry folder (`pluginregistration.Registration`, for
 //! device plugins and DRA drivers alike), and the `:authority` fix that
 //! lets the kubelet's connections through tonic at all.
@@ -13,10 +15,14 @@
 #![warn(missing_docs)]
 
 pub mod authority;
+pub mod backoff;
 pub mod plugin_watcher;
+pub mod served_socket;
 
 pub use authority::AuthorityFix;
+pub use backoff::Backoff;
 pub use plugin_watcher::{
     DEFAULT_PLUGINS_REGISTRY_DIR, RegistrationMode, RegistrationPath, RegistrationSocket,
     StatusObserver,
 };
+pub use served_socket::{ServedSocket, SocketServer, Unlink};

@@ -14,23 +14,19 @@
 //! only path): `<driver>-reg.sock` answers type `DRAPlugin`, the driver
 //! name, its `dra.sock` and the gRPC service names it serves.
 //!
-//! `RegistrationSocket` serves one resource's registration socket, through
-//! [`crate::authority::AuthorityFix`] because the kubelet sends the socket's
-//! path as `:authority`. The socket is served again when it disappears
-//! (a kubelet restart may clean the folder).
+//! `RegistrationSocket` serves one resource's registration socket through
+//! the shared lifecycle ([`crate::served_socket`]), with the
+//! `:authority` fix because the kubelet sends the socket's path as
+//! `:authority`. The socket is served again when it disappears (a kubelet
+//! restart may clean the folder).
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use notify::{EventKind, RecursiveMode, Watcher};
-use tokio::net::UnixListener;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 use wdp_kubelet_api::pluginregistration::{
     self, InfoRequest, RegistrationStatus, RegistrationStatusResponse,
@@ -38,7 +34,7 @@ use wdp_kubelet_api::pluginregistration::{
 };
 use wdp_kubelet_api::v1beta1;
 
-use crate::authority::AuthorityFix;
+use crate::served_socket::{SocketServer, Unlink};
 
 pub use wdp_kubelet_api::pluginregistration::PluginInfo;
 
@@ -227,91 +223,35 @@ impl RegistrationSocket {
     }
 }
 
-fn inode(path: &Path) -> Option<u64> {
-    std::fs::symlink_metadata(path).ok().map(|m| m.ino())
-}
-
-/// Wakes `removed` when `path` is removed or renamed away.
-fn watch_removal(path: &Path, removed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
-    let dir = path.parent()?.to_owned();
-    let name = path.file_name()?.to_owned();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let Ok(event) = event else { return };
-        if matches!(
-            event.kind,
-            EventKind::Remove(_) | EventKind::Modify(notify::event::ModifyKind::Name(_))
-        ) && event.paths.iter().any(|p| p.file_name() == Some(&name))
-        {
-            removed.notify_one();
-        }
-    })
-    .ok()?;
-    watcher.watch(&dir, RecursiveMode::NonRecursive).ok()?;
-    Some(watcher)
-}
-
 async fn serve_loop(service: RegistrationService, path: PathBuf, stop: CancellationToken) {
-    let name = service.resource.clone();
-    let registered = service.registered.clone();
-    let removed = Arc::new(Notify::new());
-    // Without a watcher the once-a-second check below still notices.
-    let _watcher = watch_removal(&path, removed.clone());
-    let mut wait = Duration::from_millis(25);
-    // Bound and listening under a name the watcher ignores, then renamed
-    // into place: the kubelet never sees a socket that refuses connections.
-    let staging = path.with_file_name(format!(
-        ".{}.staging",
-        path.file_name().unwrap_or_default().to_string_lossy()
-    ));
+    let span = tracing::info_span!("registration", resource = %service.resource);
+    let mut server = SocketServer::new(
+        span.clone(),
+        "registration socket",
+        service.registered.clone(),
+        stop,
+    )
+    .with_authority_fix();
     loop {
-        registered.send_replace(false);
-        let _ = std::fs::remove_file(&staging);
-        let bound = UnixListener::bind(&staging).and_then(|listener| {
-            std::fs::rename(&staging, &path)?;
-            Ok(listener)
-        });
-        let listener = match bound {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::error!(resource = %name, socket = %path.display(), %error, "cannot serve the registration socket; retrying in {wait:?}");
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(wait) => {}
-                }
-                wait = (wait * 2).min(Duration::from_secs(5));
-                continue;
-            }
+        let service = service.clone();
+        let Some(served) = server
+            .serve(&path, |_| Routes::new(RegistrationServer::new(service)))
+            .await
+        else {
+            return;
         };
-        wait = Duration::from_millis(25);
-        let ours = inode(&path);
-        let server_stop = stop.child_token();
-        let incoming = UnixListenerStream::new(listener).map(|conn| conn.map(AuthorityFix::new));
-        let server = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(RegistrationServer::new(service.clone()))
-                .serve_with_incoming_shutdown(incoming, server_stop.clone().cancelled_owned()),
-        );
-        tracing::info!(resource = %name, socket = %path.display(), "serving the registration socket for the kubelet's plugin watcher");
-        let gone = loop {
-            tokio::select! {
-                _ = stop.cancelled() => break false,
-                _ = removed.notified() => if inode(&path) != ours { break true },
-                _ = tokio::time::sleep(Duration::from_secs(1)) => if inode(&path) != ours { break true },
-            }
+        let removed = tokio::select! {
+            _ = server.stop_token().cancelled() => false,
+            _ = served.removed() => true,
         };
-        if !gone && inode(&path) == ours {
-            // Unlinking is what deregisters the resource.
-            let _ = std::fs::remove_file(&path);
-        }
-        server_stop.cancel();
-        if let Ok(Err(error)) = server.await {
-            tracing::warn!(resource = %name, %error, "registration server ended with an error");
-        }
-        if !gone {
-            registered.send_replace(false);
+        // Unlinking is what deregisters the resource.
+        served
+            .close(if removed { Unlink::No } else { Unlink::IfOurs })
+            .await;
+        if !removed {
             return;
         }
-        tracing::info!(resource = %name, socket = %path.display(), "registration socket removed: serving it again");
+        span.in_scope(|| tracing::info!(socket = %path.display(), "registration socket removed: serving it again"));
     }
 }
 
