@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::device::DraDevice;
+use crate::device::{CounterConsumption, DraDevice};
 use crate::naming::dns_label_problem;
 use crate::pool::CounterSet;
 use crate::quantity::Quantity;
@@ -76,8 +76,64 @@ pub(crate) fn check_consumptions(
     version: ServerVersion,
     report: &mut impl FnMut(String, String),
 ) {
-    let limits = version.limits();
     let consumptions = &device.consumes_counters;
+    check_consumption_totals(consumptions, version, report);
+    let max_counters = version.limits().max_counters_per_consumption;
+    let mut seen = BTreeSet::new();
+    for (index, consumption) in consumptions.iter().enumerate() {
+        let prefix = format!("consumesCounters[{index}]");
+        let set_name = consumption.counter_set.as_str();
+        if !seen.insert(set_name) {
+            report(
+                format!("{prefix}.counterSet"),
+                format!("another consumption of this device names counter set {set_name:?}"),
+            );
+        }
+        if let Some(problem) = dns_label_problem(set_name) {
+            report(
+                format!("{prefix}.counterSet"),
+                format!("not a DNS label: {problem}"),
+            );
+        }
+        if consumption.counters.is_empty() {
+            report(
+                format!("{prefix}.counters"),
+                "a consumption needs at least one counter".to_owned(),
+            );
+        } else if consumption.counters.len() > max_counters {
+            report(
+                format!("{prefix}.counters"),
+                format!(
+                    "{} counters, more than the {} a consumption may name",
+                    consumption.counters.len(),
+                    max_counters
+                ),
+            );
+        }
+        let known = sets.get(set_name);
+        match known {
+            None => report(
+                format!("{prefix}.counterSet"),
+                format!("the pool has no counter set named {set_name:?}"),
+            ),
+            Some(known) if !known.valid => report(
+                format!("{prefix}.counterSet"),
+                format!("the counter set {set_name:?} is left out for its own problems"),
+            ),
+            Some(_) => {}
+        }
+        check_consumed_counters(&prefix, consumption, known, report);
+    }
+}
+
+/// Reports a device consuming from more counter sets, or more counters in
+/// all, than a server of `version` allows.
+fn check_consumption_totals(
+    consumptions: &[CounterConsumption],
+    version: ServerVersion,
+    report: &mut impl FnMut(String, String),
+) {
+    let limits = version.limits();
     if let Some(max) = limits.max_consumptions_per_device
         && consumptions.len() > max
     {
@@ -100,80 +156,47 @@ pub(crate) fn check_consumptions(
             ),
         );
     }
-    let mut seen = BTreeSet::new();
-    for (index, consumption) in consumptions.iter().enumerate() {
-        let prefix = format!("consumesCounters[{index}]");
-        let set_name = consumption.counter_set.as_str();
-        if !seen.insert(set_name) {
-            report(
-                format!("{prefix}.counterSet"),
-                format!("another consumption of this device names counter set {set_name:?}"),
-            );
+}
+
+/// Reports the problems of each counter `consumption` names (fields under
+/// `prefix`): its name and amount, and, when its set is `known` and
+/// valid, a counter the set lacks or an amount above the set's.
+fn check_consumed_counters(
+    prefix: &str,
+    consumption: &CounterConsumption,
+    known: Option<&KnownSet<'_>>,
+    report: &mut impl FnMut(String, String),
+) {
+    let set_name = consumption.counter_set.as_str();
+    for (name, value) in &consumption.counters {
+        let field = format!("{prefix}.counters[{name:?}]");
+        if let Some(problem) = dns_label_problem(name) {
+            report(field.clone(), format!("not a DNS label: {problem}"));
         }
-        if let Some(problem) = dns_label_problem(set_name) {
-            report(
-                format!("{prefix}.counterSet"),
-                format!("not a DNS label: {problem}"),
-            );
+        if let Some(problem) = amount_problem(value) {
+            report(format!("{field}.value"), problem);
+            continue;
         }
-        if consumption.counters.is_empty() {
-            report(
-                format!("{prefix}.counters"),
-                "a consumption needs at least one counter".to_owned(),
-            );
-        } else if consumption.counters.len() > limits.max_counters_per_consumption {
-            report(
-                format!("{prefix}.counters"),
-                format!(
-                    "{} counters, more than the {} a consumption may name",
-                    consumption.counters.len(),
-                    limits.max_counters_per_consumption
-                ),
-            );
-        }
-        let known = sets.get(set_name);
-        match known {
+        let Some(known) = known.filter(|known| known.valid) else {
+            continue;
+        };
+        match known.set.counters.get(name) {
             None => report(
-                format!("{prefix}.counterSet"),
-                format!("the pool has no counter set named {set_name:?}"),
+                field,
+                format!("counter set {set_name:?} has no counter named {name:?}"),
             ),
-            Some(known) if !known.valid => report(
-                format!("{prefix}.counterSet"),
-                format!("the counter set {set_name:?} is left out for its own problems"),
-            ),
-            Some(_) => {}
-        }
-        for (name, value) in &consumption.counters {
-            let field = format!("{prefix}.counters[{name:?}]");
-            if let Some(problem) = dns_label_problem(name) {
-                report(field.clone(), format!("not a DNS label: {problem}"));
-            }
-            if let Some(problem) = amount_problem(value) {
-                report(format!("{field}.value"), problem);
-                continue;
-            }
-            let Some(known) = known.filter(|known| known.valid) else {
-                continue;
-            };
-            match known.set.counters.get(name) {
-                None => report(
-                    field,
-                    format!("counter set {set_name:?} has no counter named {name:?}"),
-                ),
-                Some(available) => {
-                    let (Ok(wanted), Ok(has)) =
-                        (Quantity::parse(value), Quantity::parse(available))
-                    else {
-                        continue;
-                    };
-                    if wanted > has {
-                        report(
-                            format!("{field}.value"),
-                            format!(
-                                "consumes {value}, more than the {available} counter set {set_name:?} has"
-                            ),
-                        );
-                    }
+            Some(available) => {
+                let (Ok(wanted), Ok(has)) = (Quantity::parse(value), Quantity::parse(available))
+                else {
+                    continue;
+                };
+                if wanted > has {
+                    report(
+                        format!("{field}.value"),
+                        format!(
+                            "consumes {value}, more than the {available} counter set {set_name:?} has"
+                        ),
+                    );
                 }
             }
         }

@@ -195,15 +195,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100);
-    // sysfs and devtmpfs live in memory: build the tree on tmpfs when the
-    // machine has one (/dev/shm), else in the default temp dir.
-    let dir = match std::env::var_os("BENCH_DIR") {
-        Some(d) => tempfile::tempdir_in(d).unwrap(),
-        None if Path::new("/dev/shm").is_dir() => tempfile::tempdir_in("/dev/shm")
-            .or_else(|_| tempfile::tempdir())
-            .unwrap(),
-        None => tempfile::tempdir().unwrap(),
-    };
+    let dir = bench_dir();
     let start = Instant::now();
     let gpus = generate(dir.path());
     println!(
@@ -255,32 +247,49 @@ fn main() {
         iterations,
     );
 
-    // Change latency: remove a node, wait for the signal, rescan.
     if std::env::var_os("BENCH_ONLY").is_some() {
         return;
     }
+    change_latency(&root, dir.path(), [gpus_sel, nodes]);
+}
+
+/// Where the tree is built: sysfs and devtmpfs live in memory, so on
+/// tmpfs when the machine has one (/dev/shm), else in the default temp
+/// dir; `BENCH_DIR` when set.
+fn bench_dir() -> tempfile::TempDir {
+    match std::env::var_os("BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d).unwrap(),
+        None if Path::new("/dev/shm").is_dir() => tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Change latency: remove a node of the tree at `dir`, wait for the
+/// signal, rescan with `selectors`; then put it back.
+fn change_latency(root: &HostRoot, dir: &Path, selectors: [Selector; 2]) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let selectors = [gpus_sel, nodes];
-        let scan = discover(&root, &selectors).unwrap();
-        let watcher = ChangeWatcher::new(&root).unwrap();
-        let warnings = watcher.set_paths(&watch_paths(&root, &selectors, &scan.candidates));
+        let scan = discover(root, &selectors).unwrap();
+        let watcher = ChangeWatcher::new(root).unwrap();
+        let warnings = watcher.set_paths(&watch_paths(root, &selectors, &scan.candidates));
         assert!(warnings.is_empty(), "{warnings:?}");
         let mut rx = watcher.subscribe();
         let rounds = 100;
         let (mut signal, mut updated) = (Vec::new(), Vec::new());
         for i in 0..rounds {
-            let node = dir.path().join(format!("dev/bench/node{:05}", i * 97));
+            let node = dir.join(format!("dev/bench/node{:05}", i * 97));
             let start = Instant::now();
             std::fs::remove_file(&node).unwrap();
             tokio::time::timeout(Duration::from_secs(5), rx.changed())
                 .await
                 .expect("no change signal");
             signal.push(start.elapsed());
-            let scan = discover(&root, &selectors).unwrap();
+            let scan = discover(root, &selectors).unwrap();
             assert_eq!(scan.candidates.len(), 225 + NODES - 1);
             updated.push(start.elapsed());
             std::fs::write(&node, "").unwrap();

@@ -48,9 +48,10 @@ use wdp_guest_artifacts as artifacts;
 #[path = "common/request.rs"]
 mod common_request;
 use common_request::request;
+#[path = "polyglot/differential.rs"]
+mod differential;
 use wdp_policy::{
-    CallContext, CallError, CallLimits, Candidate, CandidateKind, Device, DeviceFacts, DeviceRef,
-    EngineSettings, Guest, PolicyEngine, PreferredRequest,
+    CallContext, CallLimits, DeviceRef, EngineSettings, Guest, PolicyEngine, PreferredRequest,
 };
 
 /// Per-call cost of `GetPreferredAllocation` through the host's own path, at
@@ -214,292 +215,6 @@ fn load(
     }
 }
 
-// ---- differential check against the Rust guests -------------------------
-
-/// xorshift64*: deterministic, dependency-free.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
-
-/// IDs mixing ASCII, Latin-1, private-use and astral characters: their
-/// order differs between UTF-16 code units and code points.
-const IDS: &[&str] = &[
-    "0000:3b:00.0",
-    "0000:3c:00.0",
-    "0000:86:00.0",
-    "0000:af:00.0",
-    "a",
-    "b",
-    "B",
-    "é1",
-    "\u{e000}x",
-    "\u{1f600}",
-    "dev-10",
-    "dev-9",
-    "a\"q",
-    "tab\there",
-];
-const GROUPS: &[&str] = &["", "nvlink-0", "nvlink-1", "sw", "\u{ff21}"];
-const PATHS: &[&str] = &[
-    "",
-    "/",
-    "x",
-    "/x",
-    "//x",
-    "a/b//",
-    "/sys/a/b",
-    "/sys/a/b/",
-    "/sys/a/c/d",
-    "/sys/a/b/c",
-    "/sys/devices/pci0000:00/0000:00:01.0/0000:3b:00.0",
-];
-
-/// A request as the host sends it by index: a device table in ID order
-/// (each available ID once, with its first occurrence's facts, and each
-/// must-include ID that is not available, without facts, so it is in the
-/// table but not available), the available and must-include positions.
-fn as_indexed(request: &PreferredRequest) -> (Vec<DeviceRef>, Vec<u32>, Vec<u32>) {
-    let mut table: Vec<DeviceRef> = Vec::new();
-    for device in &request.available {
-        if !table.iter().any(|d| d.id == device.id) {
-            table.push(device.clone());
-        }
-    }
-    for id in &request.must_include {
-        if !table.iter().any(|d| &d.id == id) {
-            table.push(DeviceRef {
-                id: id.clone(),
-                device_id: id.clone(),
-                numa_nodes: Vec::new(),
-                attributes: Vec::new(),
-                nodes: Vec::new(),
-            });
-        }
-    }
-    table.sort_by(|a, b| a.id.cmp(&b.id));
-    let position = |id: &str| table.iter().position(|d| d.id == id).expect("in table") as u32;
-    let available = request.available.iter().map(|d| position(&d.id)).collect();
-    let must = request.must_include.iter().map(|id| position(id)).collect();
-    (table, available, must)
-}
-
-fn random_request(rng: &mut Rng) -> PreferredRequest {
-    let n = rng.below(13);
-    let available: Vec<DeviceRef> = (0..n)
-        .map(|_| {
-            let id = rng.pick(IDS).to_string();
-            let numa_nodes = (0..rng.below(3))
-                .map(|_| [-1i64, 0, 1, 2, 3][rng.below(5)])
-                .collect();
-            let mut attributes = Vec::new();
-            for _ in 0..rng.below(4) {
-                match rng.below(4) {
-                    0 => attributes.push(("link.group".to_string(), rng.pick(GROUPS).to_string())),
-                    1 | 2 => attributes.push(("pci.path".to_string(), rng.pick(PATHS).to_string())),
-                    _ => attributes.push(("pci.vendor".to_string(), "0x10de".to_string())),
-                }
-            }
-            DeviceRef {
-                device_id: id.clone(),
-                id,
-                numa_nodes,
-                attributes,
-                nodes: Vec::new(),
-            }
-        })
-        .collect();
-    let mut must_include = Vec::new();
-    for _ in 0..rng.below(4) {
-        if !available.is_empty() && !rng.chance(10) {
-            must_include.push(available[rng.below(available.len())].id.clone());
-        } else {
-            must_include.push(rng.pick(&["zz", "a\"\n\u{7f}\u{1}"]).to_string());
-        }
-    }
-    let size = rng.below(n + 2) as u32;
-    PreferredRequest {
-        available,
-        must_include,
-        size,
-    }
-}
-
-const CONFIGS: &[Option<&str>] = &[
-    None,
-    Some(""),
-    Some("nvidia"),
-    Some(" nvidia , vfio-pci,"),
-    Some("[\"nvidia\", 'i915']"),
-    Some("\u{a0}nvidia\u{3000},\u{85}i915\u{2009}"),
-    Some("["),
-    Some(",, ,"),
-    Some("'\"vfio-pci\"'"),
-];
-const DRIVERS: &[&str] = &["", "nvidia", "vfio-pci", "i915"];
-
-fn random_health(rng: &mut Rng) -> (Vec<DeviceFacts>, Vec<(String, String)>) {
-    let pool = ["c0", "c1", "c2", "c3", "0000:3b:00.0"];
-    let devices = (0..rng.below(5))
-        .map(|d| {
-            let candidate_ids: Vec<String> = (0..rng.below(4))
-                .map(|_| pool[rng.below(pool.len())].to_string())
-                .collect();
-            let present: Vec<&str> = pool.iter().copied().filter(|_| rng.chance(70)).collect();
-            let candidates = present
-                .into_iter()
-                .map(|id| {
-                    let mut attributes = Vec::new();
-                    for _ in 0..rng.below(3) {
-                        if rng.chance(70) {
-                            attributes
-                                .push(("pci.driver".to_string(), rng.pick(DRIVERS).to_string()));
-                        } else {
-                            attributes.push(("pci.vendor".to_string(), "0x10de".to_string()));
-                        }
-                    }
-                    Candidate {
-                        id: id.to_string(),
-                        kind: [
-                            CandidateKind::Pci,
-                            CandidateKind::Pci,
-                            CandidateKind::Usb,
-                            CandidateKind::Node,
-                        ][rng.below(4)],
-                        present: rng.chance(80),
-                        numa_nodes: vec![0],
-                        attributes,
-                        nodes: Vec::new(),
-                    }
-                })
-                .collect();
-            DeviceFacts {
-                device: Device {
-                    id: format!("gpu{d}"),
-                    candidates: candidate_ids,
-                    numa_nodes: vec![0],
-                    attributes: Vec::new(),
-                    replicas: 0,
-                },
-                candidates,
-            }
-        })
-        .collect();
-    let mut config = vec![("vendors".to_string(), "0x10de".to_string())];
-    if let Some(value) = CONFIGS[rng.below(CONFIGS.len())] {
-        config.push(("drivers".to_string(), value.to_string()));
-        if rng.chance(30) {
-            config.push(("drivers".to_string(), "ignored-second".to_string()));
-        }
-    }
-    (devices, config)
-}
-
-/// An answer reduced to what must match: the value, or the guest's message.
-fn outcome<T: std::fmt::Debug>(result: Result<T, CallError>) -> Result<T, String> {
-    result.map_err(|error| match error {
-        CallError::GuestError { message, .. } => message,
-        other => format!("<not a guest error> {other}"),
-    })
-}
-
-fn check(
-    rust: &(Arc<Guest>, Arc<Guest>),
-    other: &(Arc<Guest>, Arc<Guest>),
-    name: &str,
-    cases: usize,
-) -> bool {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let ctx = CallContext::new(limits());
-    let mut failures = 0;
-    for case in 0..cases {
-        let request = random_request(&mut rng);
-        let want = outcome(rust.0.choose(&ctx, &request));
-        let got = outcome(other.0.choose(&ctx, &request));
-        if want != got && failures < 5 {
-            failures += 1;
-            println!(
-                "  MISMATCH {name} packing case {case}: rust {want:?}, {name} {got:?}\n    request {request:?}"
-            );
-        }
-        // The same request by index (warm instances, a table per case):
-        // both guests must answer what the Rust guest answers whole.
-        let (table, available, must) = as_indexed(&request);
-        let refs: Vec<&DeviceRef> = table.iter().collect();
-        let mut by_index = CallContext::new(limits());
-        by_index.generation = Some(10_000_000 + case as u64);
-        let answer = |guest: &Guest| {
-            outcome(guest.choose_by_index(&by_index, &refs, &available, &must, request.size))
-                .and_then(|a| a.into_ids(&refs))
-        };
-        for (who, got) in [("rust", answer(&rust.0)), (name, answer(&other.0))] {
-            if want != got && failures < 5 {
-                failures += 1;
-                println!(
-                    "  MISMATCH {name} packing by index case {case}: rust (whole) {want:?}, {who} {got:?}\n    request {request:?}"
-                );
-            }
-        }
-        let (devices, config) = random_health(&mut rng);
-        let mut ctx = CallContext::new(limits());
-        ctx.config = Arc::new(config);
-        let want = outcome(rust.1.check_health(&ctx, &devices));
-        let got = outcome(other.1.check_health(&ctx, &devices));
-        if want != got && failures < 5 {
-            failures += 1;
-            println!(
-                "  MISMATCH {name} health case {case}: rust {want:?}, {name} {got:?}\n    devices {devices:?}\n    config {:?}",
-                ctx.config
-            );
-        }
-    }
-    // The benchmark requests, which are bigger, whole and by index.
-    for n in [8, 64, 1024] {
-        let request = request(n);
-        let want = outcome(rust.0.choose(&ctx, &request));
-        let got = outcome(other.0.choose(&ctx, &request));
-        if want != got {
-            failures += 1;
-            println!("  MISMATCH {name} packing at {n} devices: rust {want:?}, {name} {got:?}");
-        }
-        let refs: Vec<&DeviceRef> = request.available.iter().collect();
-        let mut by_index = CallContext::new(limits());
-        by_index.generation = Some(1_000_000 + n as u64);
-        let available: Vec<u32> = (0..n as u32).step_by(3).collect();
-        let must = [available[available.len() / 2]];
-        let size = (available.len() / 3) as u32;
-        let answer = |guest: &Guest| {
-            guest
-                .choose_by_index(&by_index, &refs, &available, &must, size)
-                .map_err(|e| e.to_string())
-                .and_then(|a| a.into_ids(&refs))
-        };
-        let (want, got) = (answer(&rust.0), answer(&other.0));
-        if want != got {
-            failures += 1;
-            println!(
-                "  MISMATCH {name} packing by index at {n} devices: rust {want:?}, {name} {got:?}"
-            );
-        }
-    }
-    failures == 0
-}
-
 // ---- timing --------------------------------------------------------------
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
@@ -537,94 +252,76 @@ fn fmt_us(d: Duration) -> String {
     }
 }
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let mut cases = 300;
-    let mut bench = true;
-    let mut host_only = false;
-    let mut iterations = 2000;
-    let mut dir = default_dir();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--check" => cases = args.next().and_then(|v| v.parse().ok()).expect("--check N"),
-            "--no-bench" => bench = false,
-            "--host-only" => host_only = true,
-            "--dir" => dir = args.next().map(PathBuf::from).expect("--dir PATH"),
-            "--iterations" => {
-                iterations = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--iterations N")
+/// The command line.
+struct Options {
+    /// Random requests per hook in the differential check (0: none).
+    cases: usize,
+    bench: bool,
+    host_only: bool,
+    iterations: usize,
+    dir: PathBuf,
+}
+
+impl Options {
+    fn parse() -> Self {
+        let mut args = std::env::args().skip(1);
+        let mut options = Options {
+            cases: 300,
+            bench: true,
+            host_only: false,
+            iterations: 2000,
+            dir: default_dir(),
+        };
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--check" => {
+                    options.cases = args.next().and_then(|v| v.parse().ok()).expect("--check N")
+                }
+                "--no-bench" => options.bench = false,
+                "--host-only" => options.host_only = true,
+                "--dir" => options.dir = args.next().map(PathBuf::from).expect("--dir PATH"),
+                "--iterations" => {
+                    options.iterations = args
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .expect("--iterations N")
+                }
+                other => panic!(
+                    "unknown argument {other}; use --check N, --iterations N, --dir PATH, --no-bench, --host-only"
+                ),
             }
-            other => panic!(
-                "unknown argument {other}; use --check N, --iterations N, --dir PATH, --no-bench, --host-only"
-            ),
         }
+        options
     }
+}
+
+/// One language's two guests, loaded.
+struct Loaded {
+    name: &'static str,
+    size: u64,
+    guests: (Arc<Guest>, Arc<Guest>),
+    load: Duration,
+    pooled: bool,
+    path: PathBuf,
+}
+
+fn main() {
+    let Options {
+        cases,
+        bench,
+        host_only,
+        iterations,
+        dir,
+    } = Options::parse();
 
     let pooled = engine(true);
     let on_demand = engine(false);
     println!("pooling allocator: {}", pooled.uses_pooling());
-
-    struct Loaded {
-        name: &'static str,
-        size: u64,
-        guests: (Arc<Guest>, Arc<Guest>),
-        load: Duration,
-        pooled: bool,
-        path: PathBuf,
-    }
-    let mut loaded = Vec::new();
-    let mut missing = false;
-    for lang in languages(&dir) {
-        let (Ok(meta), true) = (std::fs::metadata(&lang.packing), lang.health.exists()) else {
-            println!(
-                "  {}: {} or its health guest is missing; run `bash guests/polyglot/build.sh`",
-                lang.name,
-                lang.packing.display()
-            );
-            missing = true;
-            continue;
-        };
-        let packing = load(&pooled, &on_demand, &lang.packing);
-        let health = load(&pooled, &on_demand, &lang.health);
-        match (packing, health) {
-            (Ok((packing, load, pooled)), Ok((health, _, _))) => loaded.push(Loaded {
-                name: lang.name,
-                size: meta.len(),
-                guests: (packing, health),
-                load,
-                pooled,
-                path: lang.packing.clone(),
-            }),
-            (Err(e), _) | (_, Err(e)) => {
-                println!("  {}: cannot load: {e}", lang.name);
-                missing = true;
-            }
-        }
-    }
+    let (loaded, missing) = load_languages(&dir, &pooled, &on_demand);
 
     let mut all_match = true;
     if cases > 0 && loaded.first().is_some_and(|l| l.name == "Rust") {
-        println!(
-            "\ndifferential check against the Rust guests ({cases} random requests per hook):"
-        );
-        for lang in &loaded[1..] {
-            let started = Instant::now();
-            let ok = check(&loaded[0].guests, &lang.guests, lang.name, cases);
-            all_match &= ok;
-            println!(
-                "  {:<10} {} ({:.1} s; {})",
-                lang.name,
-                if ok { "identical answers" } else { "MISMATCH" },
-                started.elapsed().as_secs_f64(),
-                if lang.guests.0.chooses_by_index() {
-                    "whole request and by index"
-                } else {
-                    "whole request only: no preferred-allocation-indexed"
-                }
-            );
-        }
+        all_match = differential_check(&loaded, cases);
     }
 
     if host_only || bench {
@@ -643,61 +340,135 @@ fn main() {
         }
     }
     if bench {
-        let ctx = CallContext::new(limits());
-        let request = request(64);
-        println!(
-            "\nscorer (preferred-allocation) at 64 devices, 2 NUMA nodes, size 16, one must-include;\n\
-             every call instantiates the guest afresh (as the host does)\n"
-        );
-        println!(
-            "{:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}",
-            "language", "size", "compile", "load", "empty p50", "call p50", "call p99"
-        );
-        for lang in &loaded {
-            let bytes = std::fs::read(&lang.path).expect("guest bytes");
-            let engine = if lang.pooled { &pooled } else { &on_demand };
-            let compile_runs = if bytes.len() > 1 << 20 { 3 } else { 5 };
-            let mut compile: Vec<Duration> = (0..compile_runs)
-                .map(|_| {
-                    let started = Instant::now();
-                    engine.compile_only(&bytes).expect("compiles");
-                    started.elapsed()
-                })
-                .collect();
-            let guest = &lang.guests.0;
-            let mut empty = measure(iterations, Duration::from_secs(3), || {
-                black_box(
-                    guest
-                        .choose(&ctx, &PreferredRequest::default())
-                        .expect("empty"),
-                );
-            });
-            let mut calls = measure(iterations, Duration::from_secs(5), || {
-                black_box(guest.choose(&ctx, black_box(&request)).expect("choose"));
-            });
-            println!(
-                "{:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}{}",
-                lang.name,
-                format!("{} KiB", lang.size.div_ceil(1024)),
-                format!(
-                    "{:.0} ms",
-                    percentile(&mut compile, 0.5).as_secs_f64() * 1e3
-                ),
-                format!("{:.0} ms", lang.load.as_secs_f64() * 1e3),
-                fmt_us(percentile(&mut empty, 0.5)),
-                fmt_us(percentile(&mut calls, 0.5)),
-                fmt_us(percentile(&mut calls, 0.99)),
-                if lang.pooled { "" } else { "  (on-demand)" }
-            );
-        }
-        println!(
-            "\ncompile: fresh compile (median); load: first load_file (compile + export/import \
-             checks + pre-link + type-check instance);\nempty: instantiate + choose of nothing; \
-             call: instantiate + choose at 64 devices ({} samples max)",
-            iterations
-        );
+        scorer_table(&loaded, &pooled, &on_demand, iterations);
     }
     if missing || !all_match {
         std::process::exit(1);
     }
+}
+
+/// Loads the guests of every language found in `dir`; true beside them
+/// when one is missing or does not load.
+fn load_languages(
+    dir: &Path,
+    pooled: &PolicyEngine,
+    on_demand: &PolicyEngine,
+) -> (Vec<Loaded>, bool) {
+    let mut loaded = Vec::new();
+    let mut missing = false;
+    for lang in languages(dir) {
+        let (Ok(meta), true) = (std::fs::metadata(&lang.packing), lang.health.exists()) else {
+            println!(
+                "  {}: {} or its health guest is missing; run `bash guests/polyglot/build.sh`",
+                lang.name,
+                lang.packing.display()
+            );
+            missing = true;
+            continue;
+        };
+        let packing = load(pooled, on_demand, &lang.packing);
+        let health = load(pooled, on_demand, &lang.health);
+        match (packing, health) {
+            (Ok((packing, load, pooled)), Ok((health, _, _))) => loaded.push(Loaded {
+                name: lang.name,
+                size: meta.len(),
+                guests: (packing, health),
+                load,
+                pooled,
+                path: lang.packing.clone(),
+            }),
+            (Err(e), _) | (_, Err(e)) => {
+                println!("  {}: cannot load: {e}", lang.name);
+                missing = true;
+            }
+        }
+    }
+    (loaded, missing)
+}
+
+/// Checks every language after the first (Rust) against it on `cases`
+/// random requests per hook; whether all answered the same.
+fn differential_check(loaded: &[Loaded], cases: usize) -> bool {
+    let mut all_match = true;
+    println!("\ndifferential check against the Rust guests ({cases} random requests per hook):");
+    for lang in &loaded[1..] {
+        let started = Instant::now();
+        let ok = differential::check(&loaded[0].guests, &lang.guests, lang.name, cases);
+        all_match &= ok;
+        println!(
+            "  {:<10} {} ({:.1} s; {})",
+            lang.name,
+            if ok { "identical answers" } else { "MISMATCH" },
+            started.elapsed().as_secs_f64(),
+            if lang.guests.0.chooses_by_index() {
+                "whole request and by index"
+            } else {
+                "whole request only: no preferred-allocation-indexed"
+            }
+        );
+    }
+    all_match
+}
+
+/// Times the scorer of each language at 64 devices, each call in a fresh
+/// instance, with its size, compile and load times.
+fn scorer_table(
+    loaded: &[Loaded],
+    pooled: &PolicyEngine,
+    on_demand: &PolicyEngine,
+    iterations: usize,
+) {
+    let ctx = CallContext::new(limits());
+    let request = request(64);
+    println!(
+        "\nscorer (preferred-allocation) at 64 devices, 2 NUMA nodes, size 16, one must-include;\n\
+         every call instantiates the guest afresh (as the host does)\n"
+    );
+    println!(
+        "{:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "language", "size", "compile", "load", "empty p50", "call p50", "call p99"
+    );
+    for lang in loaded {
+        let bytes = std::fs::read(&lang.path).expect("guest bytes");
+        let engine = if lang.pooled { pooled } else { on_demand };
+        let compile_runs = if bytes.len() > 1 << 20 { 3 } else { 5 };
+        let mut compile: Vec<Duration> = (0..compile_runs)
+            .map(|_| {
+                let started = Instant::now();
+                engine.compile_only(&bytes).expect("compiles");
+                started.elapsed()
+            })
+            .collect();
+        let guest = &lang.guests.0;
+        let mut empty = measure(iterations, Duration::from_secs(3), || {
+            black_box(
+                guest
+                    .choose(&ctx, &PreferredRequest::default())
+                    .expect("empty"),
+            );
+        });
+        let mut calls = measure(iterations, Duration::from_secs(5), || {
+            black_box(guest.choose(&ctx, black_box(&request)).expect("choose"));
+        });
+        println!(
+            "{:<12} {:>10} {:>11} {:>11} {:>11} {:>11} {:>11}{}",
+            lang.name,
+            format!("{} KiB", lang.size.div_ceil(1024)),
+            format!(
+                "{:.0} ms",
+                percentile(&mut compile, 0.5).as_secs_f64() * 1e3
+            ),
+            format!("{:.0} ms", lang.load.as_secs_f64() * 1e3),
+            fmt_us(percentile(&mut empty, 0.5)),
+            fmt_us(percentile(&mut calls, 0.5)),
+            fmt_us(percentile(&mut calls, 0.99)),
+            if lang.pooled { "" } else { "  (on-demand)" }
+        );
+    }
+    println!(
+        "\ncompile: fresh compile (median); load: first load_file (compile + export/import \
+         checks + pre-link + type-check instance);\nempty: instantiate + choose of nothing; \
+         call: instantiate + choose at 64 devices ({} samples max)",
+        iterations
+    );
 }

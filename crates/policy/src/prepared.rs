@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::Store;
-use wasmtime::component::{ComponentExportIndex, Instance, InstancePre};
+use wasmtime::component::{Component, ComponentExportIndex, Instance, InstancePre};
 
 use crate::call_failure::classify;
 use crate::call_state::{CallInfo, CallState};
@@ -60,36 +60,10 @@ impl Prepared {
             "load: compiled or mapped"
         );
 
-        // Exports: only hooks of a compatible version, each once, at least one.
-        let mut names: [Option<String>; Hook::COUNT] = Default::default();
-        let mut indexed_name = None;
-        for (export, _) in component.component_type().exports(&shared.engine) {
-            if TOOLCHAIN_EXPORTS.contains(&export) {
-                tracing::debug!(guest = name, export, "ignoring a toolchain's own export");
-                continue;
-            }
-            let hook = match classify_export(name, export)? {
-                Exported::Hook(hook) => hook,
-                Exported::Indexed => {
-                    indexed_name = Some(export.to_string());
-                    continue;
-                }
-            };
-            if let Some(first) = &names[hook.index()] {
-                return Err(LoadError::DuplicateHook {
-                    guest: name.to_string(),
-                    hook,
-                    first: first.clone(),
-                    second: export.to_string(),
-                });
-            }
-            names[hook.index()] = Some(export.to_string());
-        }
-        if names.iter().all(Option::is_none) {
-            return Err(LoadError::NoHook {
-                guest: name.to_string(),
-            });
-        }
+        let ExportNames {
+            hooks: names,
+            indexed: indexed_name,
+        } = ExportNames::of(shared, &component, name)?;
 
         // Imports: the linker names what it cannot satisfy.
         let pre = shared
@@ -97,27 +71,7 @@ impl Prepared {
             .instantiate_pre(&component)
             .map_err(|e| import_error(name, &e))?;
 
-        let mut exports: [Option<HookExport>; Hook::COUNT] = Default::default();
-        let mut hooks = Vec::new();
-        for hook in Hook::ALL {
-            let Some(export) = names[hook.index()].take() else {
-                continue;
-            };
-            let signature = |detail: String| LoadError::Signature {
-                guest: name.to_string(),
-                hook,
-                export: export.clone(),
-                detail,
-            };
-            let instance = component
-                .get_export_index(None, export.as_str())
-                .ok_or_else(|| signature("not an exported instance".into()))?;
-            let func = component
-                .get_export_index(Some(&instance), hook.function())
-                .ok_or_else(|| signature(format!("function `{}` is missing", hook.function())))?;
-            exports[hook.index()] = Some(HookExport { export, func });
-            hooks.push(hook);
-        }
+        let (exports, hooks) = hook_exports(&component, name, names)?;
         let indexed = match indexed_name {
             Some(export) => Some(IndexedExport::find(
                 &component,
@@ -132,12 +86,9 @@ impl Prepared {
             .component_type()
             .imports(&shared.engine)
             .any(|(import, _)| is_hardware_import(import));
-        let image = component.image_range();
-        let compiled_bytes =
-            u64::try_from(image.end.addr().saturating_sub(image.start.addr())).unwrap_or(u64::MAX);
         let prepared = Self {
             hash: hash.to_string(),
-            compiled_bytes,
+            compiled_bytes: compiled_size(&component),
             pre,
             hooks,
             exports,
@@ -214,6 +165,93 @@ impl Prepared {
         }
         Ok(())
     }
+}
+
+/// The export names of a guest's hooks, and of
+/// `preferred-allocation-indexed` when it has one.
+struct ExportNames {
+    /// By [`Hook::index`].
+    hooks: [Option<String>; Hook::COUNT],
+    indexed: Option<String>,
+}
+
+impl ExportNames {
+    /// The exports of `component` (guest `name`): only hooks of a
+    /// compatible version, each once, at least one; a toolchain's own
+    /// exports are ignored.
+    fn of(shared: &Shared, component: &Component, name: &str) -> Result<Self, LoadError> {
+        let mut names: [Option<String>; Hook::COUNT] = Default::default();
+        let mut indexed_name = None;
+        for (export, _) in component.component_type().exports(&shared.engine) {
+            if TOOLCHAIN_EXPORTS.contains(&export) {
+                tracing::debug!(guest = name, export, "ignoring a toolchain's own export");
+                continue;
+            }
+            let hook = match classify_export(name, export)? {
+                Exported::Hook(hook) => hook,
+                Exported::Indexed => {
+                    indexed_name = Some(export.to_string());
+                    continue;
+                }
+            };
+            if let Some(first) = &names[hook.index()] {
+                return Err(LoadError::DuplicateHook {
+                    guest: name.to_string(),
+                    hook,
+                    first: first.clone(),
+                    second: export.to_string(),
+                });
+            }
+            names[hook.index()] = Some(export.to_string());
+        }
+        if names.iter().all(Option::is_none) {
+            return Err(LoadError::NoHook {
+                guest: name.to_string(),
+            });
+        }
+        Ok(Self {
+            hooks: names,
+            indexed: indexed_name,
+        })
+    }
+}
+
+/// Finds the function of each hook `component` (guest `name`) exports
+/// under `names`: the exports by hook, and the hooks exported in WIT
+/// order.
+fn hook_exports(
+    component: &Component,
+    name: &str,
+    mut names: [Option<String>; Hook::COUNT],
+) -> Result<([Option<HookExport>; Hook::COUNT], Vec<Hook>), LoadError> {
+    let mut exports: [Option<HookExport>; Hook::COUNT] = Default::default();
+    let mut hooks = Vec::new();
+    for hook in Hook::ALL {
+        let Some(export) = names[hook.index()].take() else {
+            continue;
+        };
+        let signature = |detail: String| LoadError::Signature {
+            guest: name.to_string(),
+            hook,
+            export: export.clone(),
+            detail,
+        };
+        let instance = component
+            .get_export_index(None, export.as_str())
+            .ok_or_else(|| signature("not an exported instance".into()))?;
+        let func = component
+            .get_export_index(Some(&instance), hook.function())
+            .ok_or_else(|| signature(format!("function `{}` is missing", hook.function())))?;
+        exports[hook.index()] = Some(HookExport { export, func });
+        hooks.push(hook);
+    }
+    Ok((exports, hooks))
+}
+
+/// Size of `component`'s compiled code and data image in memory.
+fn compiled_size(component: &Component) -> u64 {
+    let image = component.image_range();
+    u64::try_from(image.end.addr().saturating_sub(image.start.addr())).unwrap_or(u64::MAX)
 }
 
 /// Whether a component import names the `hardware` interface, whatever

@@ -8,11 +8,12 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use wdp_host::{Host, HostOptions};
-use wdp_kubelet_sim::SimKubelet;
+use wdp_kubelet_sim::{Admission, PluginRecord, SimKubelet};
 use wdp_resource::Metrics;
 
 use crate::demo_dra::{DEMO_NODE, DraWorld};
@@ -58,12 +59,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let registry_dir = folder.path().join("plugins_registry");
     std::fs::create_dir_all(&registry_dir).context("creating the plugins registry folder")?;
-    let dra_resource = match &args.dra_resource {
-        _ if args.no_dra => None,
-        Some(file) => Some(file.clone()),
-        None => Some(args.config_dir.join("dra-demo/loop-dra.toml")).filter(|f| f.is_file()),
-    };
-    let (config_dir, dra) = match dra_resource {
+    let (config_dir, dra) = match dra_resource_file(&args) {
         None => (args.config_dir.clone(), None),
         Some(dra_resource) => {
             let config_dir = folder.path().join("config");
@@ -72,118 +68,19 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             (config_dir, Some(dra))
         }
     };
-    let host = Host::start(
-        HostOptions {
-            config_dir: config_dir.clone(),
-            device_plugin_dir: folder.path().to_owned(),
-            host_root: args.host_root.clone(),
-            cdi_dir: folder.path().join("cdi"),
-            registration: wdp_kubelet_socket::RegistrationMode::Kubelet,
-            plugins_registry_dir: registry_dir.clone(),
-            plugins_dir: folder.path().join("plugins"),
-            state_dir: folder.path().join("state"),
-            kubeconfig: dra.as_ref().map(|d| d.kubeconfig().to_owned()),
-            node_name: DEMO_NODE.to_owned(),
-            instance_id: None,
-        },
-        Metrics::new(),
+    let host = start_host(
+        &args,
+        folder.path(),
+        &registry_dir,
+        &config_dir,
+        dra.as_ref(),
     )
-    .await
-    .map_err(|error| {
-        let error = anyhow::Error::new(error).context(format!(
-            "starting the host on {}",
-            args.config_dir.display()
-        ));
-        match missing_guests_hint(&args.config_dir) {
-            Some(hint) => anyhow::anyhow!("{error:#}\n\n{hint}"),
-            None => error,
-        }
-    })?;
+    .await?;
     if let Some(addr) = args.metrics_addr {
         crate::http::serve(addr, host.clone()).await?;
     }
 
-    let dra_resources = host.dra_status().await;
-    let resources: Vec<String> = host
-        .status()
-        .await
-        .into_keys()
-        .filter(|name| !dra_resources.contains_key(name))
-        .collect();
-    for name in &resources {
-        let record = kubelet
-            .wait_registered(name, 1, Duration::from_secs(10))
-            .await?;
-        let options = record.registration.options.unwrap_or_default();
-        println!(
-            "\nregistered {name} on {} (preferred allocation: {}, pre-start: {})",
-            record.registration.endpoint,
-            options.get_preferred_allocation_available,
-            options.pre_start_required
-        );
-        for d in &record.devices {
-            let numa = d
-                .topology
-                .as_ref()
-                .map(|t| {
-                    format!(
-                        " numa={:?}",
-                        t.nodes.iter().map(|n| n.id).collect::<Vec<_>>()
-                    )
-                })
-                .unwrap_or_default();
-            println!("  {} {}{numa}", d.id, d.health);
-        }
-        let healthy = record.healthy_ids().len();
-        if healthy == 0 {
-            println!("  (no healthy device: no sample admission)");
-            continue;
-        }
-        let want = healthy.min(2);
-        match kubelet.admit(name, want).await {
-            Ok(admission) => {
-                println!("  sample admission of {want} device(s):");
-                if let Some(preferred) = &admission.preferred {
-                    println!("    GetPreferredAllocation -> {preferred:?}");
-                }
-                let r = &admission.response;
-                println!("    Allocate({:?}) ->", admission.devices);
-                for spec in &r.devices {
-                    println!(
-                        "      device {} -> {} ({})",
-                        spec.host_path, spec.container_path, spec.permissions
-                    );
-                }
-                let mut envs: Vec<_> = r.envs.iter().collect();
-                envs.sort();
-                for (k, v) in envs {
-                    println!("      env {k}={v}");
-                }
-                for m in &r.mounts {
-                    println!("      mount {} -> {}", m.host_path, m.container_path);
-                }
-                for c in &r.cdi_devices {
-                    println!("      cdi {}", c.name);
-                }
-                let mut annotations: Vec<_> = r.annotations.iter().collect();
-                annotations.sort();
-                for (k, v) in annotations {
-                    println!("      annotation {k}={v}");
-                }
-                if admission.pre_started {
-                    println!("    PreStartContainer -> ok");
-                }
-                let timings: Vec<String> = admission
-                    .timings
-                    .iter()
-                    .map(|(rpc, t)| format!("{rpc} {:.0} µs", t.as_secs_f64() * 1e6))
-                    .collect();
-                println!("    round trips: {}", timings.join(", "));
-            }
-            Err(error) => println!("  sample admission failed: {error}"),
-        }
-    }
-
+    show_device_plugins(&host, &kubelet).await?;
     if let Some(dra) = &dra {
         dra.show(&host).await?;
     }
@@ -200,36 +97,183 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         "\nrunning; edit {} to reload live, Ctrl-C to stop",
         config_dir.display()
     );
-    let mut state = kubelet.wait_for("", Duration::ZERO, |_| true).await.ok();
-    let watch = async {
-        loop {
-            let before = state.clone();
-            let Ok(now) = kubelet
-                .wait_for("a change", Duration::from_secs(3600), |s| {
-                    before.as_ref().is_none_or(|b| {
-                        s.plugins
-                            .iter()
-                            .map(|(k, p)| (k, &p.devices))
-                            .ne(b.plugins.iter().map(|(k, p)| (k, &p.devices)))
-                    })
-                })
-                .await
-            else {
-                continue;
-            };
-            for (name, p) in &now.plugins {
-                let healthy = p.healthy_ids().len();
-                println!("{name}: {} devices, {healthy} healthy", p.devices.len());
-            }
-            state = Some(now);
-        }
-    };
     tokio::select! {
         result = crate::tasks::wait_for_signal() => result?,
-        _ = watch => {}
+        _ = print_device_list_changes(&kubelet) => {}
     }
     host.shutdown().await;
     Ok(())
+}
+
+/// The DRA resource file the demo runs beside the configuration: the one
+/// given, else the shipped example when it exists; none with `--no-dra`.
+fn dra_resource_file(args: &DemoArgs) -> Option<PathBuf> {
+    match &args.dra_resource {
+        _ if args.no_dra => None,
+        Some(file) => Some(file.clone()),
+        None => Some(args.config_dir.join("dra-demo/loop-dra.toml")).filter(|f| f.is_file()),
+    }
+}
+
+/// Starts the real host on `config_dir` with every folder inside the
+/// demo's temporary `folder` (DRA drivers register in `registry_dir`),
+/// reaching the API server of `dra` if any; a failure names the guests
+/// missing, if that is why.
+async fn start_host(
+    args: &DemoArgs,
+    folder: &Path,
+    registry_dir: &Path,
+    config_dir: &Path,
+    dra: Option<&DraWorld>,
+) -> anyhow::Result<Arc<Host>> {
+    Host::start(
+        HostOptions {
+            config_dir: config_dir.to_owned(),
+            device_plugin_dir: folder.to_owned(),
+            host_root: args.host_root.clone(),
+            cdi_dir: folder.join("cdi"),
+            registration: wdp_kubelet_socket::RegistrationMode::Kubelet,
+            plugins_registry_dir: registry_dir.to_owned(),
+            plugins_dir: folder.join("plugins"),
+            state_dir: folder.join("state"),
+            kubeconfig: dra.map(|d| d.kubeconfig().to_owned()),
+            node_name: DEMO_NODE.to_owned(),
+            instance_id: None,
+        },
+        Metrics::new(),
+    )
+    .await
+    .map_err(|error| {
+        let error = anyhow::Error::new(error).context(format!(
+            "starting the host on {}",
+            args.config_dir.display()
+        ));
+        match missing_guests_hint(&args.config_dir) {
+            Some(hint) => anyhow::anyhow!("{error:#}\n\n{hint}"),
+            None => error,
+        }
+    })
+}
+
+/// Shows every device-plugin (not DRA) resource of `host`: its
+/// registration, its devices and a sample admission.
+async fn show_device_plugins(host: &Host, kubelet: &SimKubelet) -> anyhow::Result<()> {
+    let dra_resources = host.dra_status().await;
+    let resources: Vec<String> = host
+        .status()
+        .await
+        .into_keys()
+        .filter(|name| !dra_resources.contains_key(name))
+        .collect();
+    for name in &resources {
+        let record = kubelet
+            .wait_registered(name, 1, Duration::from_secs(10))
+            .await?;
+        show_registration(name, &record);
+        let healthy = record.healthy_ids().len();
+        if healthy == 0 {
+            println!("  (no healthy device: no sample admission)");
+            continue;
+        }
+        let want = healthy.min(2);
+        match kubelet.admit(name, want).await {
+            Ok(admission) => show_admission(want, &admission),
+            Err(error) => println!("  sample admission failed: {error}"),
+        }
+    }
+    Ok(())
+}
+
+/// Prints how resource `name` registered and the devices it listed.
+fn show_registration(name: &str, record: &PluginRecord) {
+    let options = record.registration.options.unwrap_or_default();
+    println!(
+        "\nregistered {name} on {} (preferred allocation: {}, pre-start: {})",
+        record.registration.endpoint,
+        options.get_preferred_allocation_available,
+        options.pre_start_required
+    );
+    for d in &record.devices {
+        let numa = d
+            .topology
+            .as_ref()
+            .map(|t| {
+                format!(
+                    " numa={:?}",
+                    t.nodes.iter().map(|n| n.id).collect::<Vec<_>>()
+                )
+            })
+            .unwrap_or_default();
+        println!("  {} {}{numa}", d.id, d.health);
+    }
+}
+
+/// Prints every RPC answer of a sample admission of `want` devices.
+fn show_admission(want: usize, admission: &Admission) {
+    println!("  sample admission of {want} device(s):");
+    if let Some(preferred) = &admission.preferred {
+        println!("    GetPreferredAllocation -> {preferred:?}");
+    }
+    let r = &admission.response;
+    println!("    Allocate({:?}) ->", admission.devices);
+    for spec in &r.devices {
+        println!(
+            "      device {} -> {} ({})",
+            spec.host_path, spec.container_path, spec.permissions
+        );
+    }
+    let mut envs: Vec<_> = r.envs.iter().collect();
+    envs.sort();
+    for (k, v) in envs {
+        println!("      env {k}={v}");
+    }
+    for m in &r.mounts {
+        println!("      mount {} -> {}", m.host_path, m.container_path);
+    }
+    for c in &r.cdi_devices {
+        println!("      cdi {}", c.name);
+    }
+    let mut annotations: Vec<_> = r.annotations.iter().collect();
+    annotations.sort();
+    for (k, v) in annotations {
+        println!("      annotation {k}={v}");
+    }
+    if admission.pre_started {
+        println!("    PreStartContainer -> ok");
+    }
+    let timings: Vec<String> = admission
+        .timings
+        .iter()
+        .map(|(rpc, t)| format!("{rpc} {:.0} µs", t.as_secs_f64() * 1e6))
+        .collect();
+    println!("    round trips: {}", timings.join(", "));
+}
+
+/// Prints each resource's device and health counts whenever a device
+/// list the kubelet holds changes; never returns.
+async fn print_device_list_changes(kubelet: &SimKubelet) {
+    let mut state = kubelet.wait_for("", Duration::ZERO, |_| true).await.ok();
+    loop {
+        let before = state.clone();
+        let Ok(now) = kubelet
+            .wait_for("a change", Duration::from_secs(3600), |s| {
+                before.as_ref().is_none_or(|b| {
+                    s.plugins
+                        .iter()
+                        .map(|(k, p)| (k, &p.devices))
+                        .ne(b.plugins.iter().map(|(k, p)| (k, &p.devices)))
+                })
+            })
+            .await
+        else {
+            continue;
+        };
+        for (name, p) in &now.plugins {
+            let healthy = p.healthy_ids().len();
+            println!("{name}: {} devices, {healthy} healthy", p.devices.len());
+        }
+        state = Some(now);
+    }
 }
 
 /// When guests the configuration refers to do not exist (the usual reason

@@ -14,12 +14,13 @@ use std::time::Duration;
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
-    ResourceClaimSpec, ResourceClaimStatus,
+    AllocationResult, Counter, Device, DeviceAllocationResult, DeviceRequestAllocationResult,
+    ResourceClaim, ResourceClaimSpec, ResourceClaimStatus, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use wdp_fake_apiserver::FakeApiServer;
 use wdp_host::Host;
+use wdp_kubelet_sim::dra::PrepareOutcome;
 use wdp_kubelet_sim::{ClaimRef, DraSimOptions, SimDraKubelet};
 
 /// The node the demo publishes for.
@@ -100,6 +101,21 @@ impl DraWorld {
     }
 
     async fn show_one(&self, host: &Host, resource: &str, driver: &str) -> anyhow::Result<()> {
+        self.show_registration(resource, driver).await?;
+        let slices = self
+            .wait_for_published_slices(host, resource, driver)
+            .await?;
+        let Some(device) = show_slices(&slices, driver) else {
+            println!("  (no untainted device: no sample claim)");
+            return Ok(());
+        };
+        self.show_sample_claim(host, driver, &device).await?;
+        self.show_health(driver).await;
+        Ok(())
+    }
+
+    /// Waits for `driver` to register with the DRA kubelet and prints how.
+    async fn show_registration(&self, resource: &str, driver: &str) -> anyhow::Result<()> {
         let record = self.kubelet.wait_registered(driver, STEP).await?;
         println!(
             "\nDRA driver {driver} ({resource}) registered: GetInfo endpoint {}, kubelet chose {}, health {}",
@@ -107,22 +123,26 @@ impl DraWorld {
             record.chosen_service,
             record.health_service.as_deref().unwrap_or("none")
         );
+        Ok(())
+    }
+
+    /// Waits until the slices of `driver` on the demo node hold at least
+    /// the devices `resource` advertises; returns every slice then stored.
+    async fn wait_for_published_slices(
+        &self,
+        host: &Host,
+        resource: &str,
+        driver: &str,
+    ) -> anyhow::Result<Vec<ResourceSlice>> {
         let expected = host
             .resource(resource)
             .await
             .map(|r| r.devices().len())
             .unwrap_or_default();
-        let slices = self
-            .api
+        self.api
             .wait_for_slices(
                 |all| {
-                    let mine: Vec<_> = all
-                        .iter()
-                        .filter(|s| {
-                            s.spec.driver == driver
-                                && s.spec.node_name.as_deref() == Some(DEMO_NODE)
-                        })
-                        .collect();
+                    let mine: Vec<_> = all.iter().filter(|s| is_demo_slice_of(s, driver)).collect();
                     // Partitions (a dra-layout guest) come on top of the
                     // advertised devices.
                     !mine.is_empty()
@@ -135,87 +155,18 @@ impl DraWorld {
                 STEP,
             )
             .await
-            .map_err(|e| anyhow::anyhow!("the slices of {driver} were not published: {e:?}"))?;
-        let mine: Vec<_> = slices
-            .iter()
-            .filter(|s| s.spec.driver == driver && s.spec.node_name.as_deref() == Some(DEMO_NODE))
-            .collect();
-        let mut first_device = None;
-        for slice in &mine {
-            println!(
-                "  ResourceSlice {} (pool {}, generation {}):",
-                slice.metadata.name.as_deref().unwrap_or("?"),
-                slice.spec.pool.name,
-                slice.spec.pool.generation
-            );
-            for set in slice.spec.shared_counters.iter().flatten() {
-                let counters: Vec<String> = set
-                    .counters
-                    .iter()
-                    .map(|(name, counter)| format!("{name}={}", counter.value.0))
-                    .collect();
-                println!("    counter set {}: {}", set.name, counters.join(" "));
-            }
-            for device in slice.spec.devices.iter().flatten() {
-                // A device is published under the reversible name of its
-                // ID; a partition under its own ID, which seldom decodes.
-                let id = wdp_dra_client::naming::device_id(&device.name)
-                    .map(|id| format!("ID {id}"))
-                    .unwrap_or_else(|_| "a partition".to_owned());
-                let consumes = device
-                    .consumes_counters
-                    .iter()
-                    .flatten()
-                    .map(|c| {
-                        let counters: Vec<String> = c
-                            .counters
-                            .iter()
-                            .map(|(name, counter)| format!("{name}={}", counter.value.0))
-                            .collect();
-                        format!(" consumes {} of {}", counters.join(" "), c.counter_set)
-                    })
-                    .collect::<String>();
-                let attributes = device
-                    .attributes
-                    .iter()
-                    .flatten()
-                    .map(|(k, v)| {
-                        let value = v
-                            .string
-                            .clone()
-                            .or_else(|| v.int.map(|i| i.to_string()))
-                            .or_else(|| v.bool.map(|b| b.to_string()))
-                            .or_else(|| v.version.clone())
-                            .unwrap_or_default();
-                        format!("{k}={value}")
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let taints = device
-                    .taints
-                    .iter()
-                    .flatten()
-                    .map(|t| {
-                        format!(
-                            " taint {}={}:{}",
-                            t.key,
-                            t.value.as_deref().unwrap_or(""),
-                            t.effect
-                        )
-                    })
-                    .collect::<String>();
-                println!("    {} ({id}) {attributes}{consumes}{taints}", device.name);
-                if first_device.is_none() && device.taints.as_ref().is_none_or(Vec::is_empty) {
-                    first_device = Some(device.name.clone());
-                }
-            }
-        }
-        let Some(device) = first_device else {
-            println!("  (no untainted device: no sample claim)");
-            return Ok(());
-        };
+            .map_err(|e| anyhow::anyhow!("the slices of {driver} were not published: {e:?}"))
+    }
 
-        let claim = self.api.put_claim(sample_claim(driver, &device));
+    /// Puts a sample claim on `device`, has the DRA kubelet prepare it
+    /// twice and unprepare it, and prints each answer.
+    async fn show_sample_claim(
+        &self,
+        host: &Host,
+        driver: &str,
+        device: &str,
+    ) -> anyhow::Result<()> {
+        let claim = self.api.put_claim(sample_claim(driver, device));
         let reference = ClaimRef {
             namespace: claim.metadata.namespace.clone().unwrap_or_default(),
             uid: claim.metadata.uid.clone().unwrap_or_default(),
@@ -233,32 +184,7 @@ impl DraWorld {
             .kubelet
             .prepare(driver, std::slice::from_ref(&reference))
             .await?;
-        match first.claims.get(&reference.uid) {
-            Some(Ok(devices)) => {
-                for d in devices {
-                    println!(
-                        "    NodePrepareResources ({}) -> {} for request {:?}: {}",
-                        first.service,
-                        d.device_name,
-                        d.request_names,
-                        d.cdi_device_ids.join(", ")
-                    );
-                }
-                println!(
-                    "    prepared again: {} ({:.0} µs, then {:.0} µs)",
-                    if again.claims.get(&reference.uid) == first.claims.get(&reference.uid) {
-                        "the same answer"
-                    } else {
-                        "a DIFFERENT answer"
-                    },
-                    first.elapsed.as_secs_f64() * 1e6,
-                    again.elapsed.as_secs_f64() * 1e6
-                );
-                show_cdi_spec(&host.options().cdi_dir, &reference.uid);
-            }
-            Some(Err(error)) => println!("    NodePrepareResources failed: {error}"),
-            None => println!("    NodePrepareResources left the claim out"),
-        }
+        show_prepared(host, &reference, &first, &again);
         let unprepared = self
             .kubelet
             .unprepare(driver, std::slice::from_ref(&reference))
@@ -268,6 +194,12 @@ impl DraWorld {
             Some(Err(error)) => println!("    NodeUnprepareResources failed: {error}"),
             None => println!("    NodeUnprepareResources left the claim out"),
         }
+        Ok(())
+    }
+
+    /// Prints the health the DRA kubelet was streamed for `driver`, once
+    /// it has any.
+    async fn show_health(&self, driver: &str) {
         if let Ok(record) = self
             .kubelet
             .wait_health(driver, STEP, |r| !r.health.is_empty())
@@ -284,7 +216,136 @@ impl DraWorld {
                 record.health_updates
             );
         }
-        Ok(())
+    }
+}
+
+/// Whether `slice` is one of `driver`'s on the demo node.
+fn is_demo_slice_of(slice: &ResourceSlice, driver: &str) -> bool {
+    slice.spec.driver == driver && slice.spec.node_name.as_deref() == Some(DEMO_NODE)
+}
+
+/// Prints `driver`'s slices on the demo node, their counter sets and
+/// devices; returns the first untainted device, the sample claim's pick.
+fn show_slices(slices: &[ResourceSlice], driver: &str) -> Option<String> {
+    let mut first_device = None;
+    for slice in slices.iter().filter(|s| is_demo_slice_of(s, driver)) {
+        println!(
+            "  ResourceSlice {} (pool {}, generation {}):",
+            slice.metadata.name.as_deref().unwrap_or("?"),
+            slice.spec.pool.name,
+            slice.spec.pool.generation
+        );
+        for set in slice.spec.shared_counters.iter().flatten() {
+            println!(
+                "    counter set {}: {}",
+                set.name,
+                counter_values(&set.counters)
+            );
+        }
+        for device in slice.spec.devices.iter().flatten() {
+            println!("    {}", describe_device(device));
+            if first_device.is_none() && device.taints.as_ref().is_none_or(Vec::is_empty) {
+                first_device = Some(device.name.clone());
+            }
+        }
+    }
+    first_device
+}
+
+/// `name=value` for each counter, space-separated.
+fn counter_values(counters: &BTreeMap<String, Counter>) -> String {
+    counters
+        .iter()
+        .map(|(name, counter)| format!("{name}={}", counter.value.0))
+        .collect::<Vec<String>>()
+        .join(" ")
+}
+
+/// One published device: its name, what it is, its attributes, the
+/// counters it consumes and its taints.
+fn describe_device(device: &Device) -> String {
+    // A device is published under the reversible name of its ID; a
+    // partition under its own ID, which seldom decodes.
+    let id = wdp_dra_client::naming::device_id(&device.name)
+        .map(|id| format!("ID {id}"))
+        .unwrap_or_else(|_| "a partition".to_owned());
+    let consumes = device
+        .consumes_counters
+        .iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                " consumes {} of {}",
+                counter_values(&c.counters),
+                c.counter_set
+            )
+        })
+        .collect::<String>();
+    let attributes = device
+        .attributes
+        .iter()
+        .flatten()
+        .map(|(k, v)| {
+            let value = v
+                .string
+                .clone()
+                .or_else(|| v.int.map(|i| i.to_string()))
+                .or_else(|| v.bool.map(|b| b.to_string()))
+                .or_else(|| v.version.clone())
+                .unwrap_or_default();
+            format!("{k}={value}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let taints = device
+        .taints
+        .iter()
+        .flatten()
+        .map(|t| {
+            format!(
+                " taint {}={}:{}",
+                t.key,
+                t.value.as_deref().unwrap_or(""),
+                t.effect
+            )
+        })
+        .collect::<String>();
+    format!("{} ({id}) {attributes}{consumes}{taints}", device.name)
+}
+
+/// Prints what the first prepare of the sample claim `reference` gave,
+/// whether the second gave the same, and the CDI spec written.
+fn show_prepared(
+    host: &Host,
+    reference: &ClaimRef,
+    first: &PrepareOutcome,
+    again: &PrepareOutcome,
+) {
+    match first.claims.get(&reference.uid) {
+        Some(Ok(devices)) => {
+            for d in devices {
+                println!(
+                    "    NodePrepareResources ({}) -> {} for request {:?}: {}",
+                    first.service,
+                    d.device_name,
+                    d.request_names,
+                    d.cdi_device_ids.join(", ")
+                );
+            }
+            println!(
+                "    prepared again: {} ({:.0} µs, then {:.0} µs)",
+                if again.claims.get(&reference.uid) == first.claims.get(&reference.uid) {
+                    "the same answer"
+                } else {
+                    "a DIFFERENT answer"
+                },
+                first.elapsed.as_secs_f64() * 1e6,
+                again.elapsed.as_secs_f64() * 1e6
+            );
+            show_cdi_spec(&host.options().cdi_dir, &reference.uid);
+        }
+        Some(Err(error)) => println!("    NodePrepareResources failed: {error}"),
+        None => println!("    NodePrepareResources left the claim out"),
     }
 }
 

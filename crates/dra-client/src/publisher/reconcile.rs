@@ -173,30 +173,15 @@ pub(crate) async fn reconcile(
     ours.sort_by_key(|slice| slice.name_any());
 
     if foreign.is_empty()
-        && let Some(generation) = single_generation(&ours)
+        && let Some(generation) = already_published(target, &content, version, &ours, memory)
     {
-        let mut planned = plan_pool(target, &content, version, generation);
-        if memory.taints_dropped {
-            planned.iter_mut().for_each(strip_taints);
-        }
-        if same_content(&planned, ours.iter().map(|slice| &slice.spec)) {
-            memory.known = ours
-                .iter()
-                .map(|slice| {
-                    (
-                        slice.name_any(),
-                        slice.resource_version().unwrap_or_default(),
-                    )
-                })
-                .collect();
-            return Ok(PassOutcome {
-                generation,
-                slices: ours.len(),
-                devices,
-                writes: 0,
-                problems,
-            });
-        }
+        return Ok(PassOutcome {
+            generation,
+            slices: ours.len(),
+            devices,
+            writes: 0,
+            problems,
+        });
     }
 
     // A pass that wrote nothing leaves `last_generation`, so retries after a
@@ -209,58 +194,10 @@ pub(crate) async fn reconcile(
     let mut surplus = ours.into_iter();
     let planned_count = planned.len();
     for spec in planned {
-        let sent_taints = has_taints(&spec);
         let sent = spec.clone();
-        let written = match surplus.next() {
-            Some(old) => {
-                let name = old.name_any();
-                let replacement = ResourceSlice {
-                    metadata: old.metadata,
-                    spec,
-                };
-                api.replace(&name, &PostParams::default(), &replacement)
-                    .await
-                    .map_err(|source| {
-                        ApiError::request(
-                            format!(
-                                "replacing ResourceSlice {name} of {} (pool generation {generation})",
-                                target.describe()
-                            ),
-                            source,
-                        )
-                    })?
-            }
-            None => {
-                let slice = ResourceSlice {
-                    metadata: ObjectMeta {
-                        generate_name: Some(generate_name_prefix(target)),
-                        ..ObjectMeta::default()
-                    },
-                    spec,
-                };
-                api.create(&PostParams::default(), &slice)
-                    .await
-                    .map_err(|source| {
-                        ApiError::request(
-                            format!(
-                                "creating a ResourceSlice of {} (pool generation {generation})",
-                                target.describe()
-                            ),
-                            source,
-                        )
-                    })?
-            }
-        };
+        let written = write_slice(api, target, generation, surplus.next(), spec).await?;
         writes += 1;
-        memory.last_generation = generation;
-        memory.known.insert(
-            written.name_any(),
-            written.resource_version().unwrap_or_default(),
-        );
-        if sent_taints {
-            memory.taints_dropped = !has_taints(&written.spec);
-        }
-        memory.dropped = memory.dropped.dropped_by(&sent, &written.spec);
+        remember_written(memory, generation, &sent, &written);
     }
     for old in surplus.chain(foreign) {
         let name = old.name_any();
@@ -275,6 +212,110 @@ pub(crate) async fn reconcile(
         writes,
         problems,
     })
+}
+
+/// When the pool's slices `ours` (sorted by name) share one generation
+/// and hold what `content` plans at it, remembers their resourceVersions
+/// in `memory` and returns that generation; `None` when the pool must be
+/// written.
+fn already_published(
+    target: &PoolTarget,
+    content: &PoolContent,
+    version: ServerVersion,
+    ours: &[ResourceSlice],
+    memory: &mut Memory,
+) -> Option<i64> {
+    let generation = single_generation(ours)?;
+    let mut planned = plan_pool(target, content, version, generation);
+    if memory.taints_dropped {
+        planned.iter_mut().for_each(strip_taints);
+    }
+    if !same_content(&planned, ours.iter().map(|slice| &slice.spec)) {
+        return None;
+    }
+    memory.known = ours
+        .iter()
+        .map(|slice| {
+            (
+                slice.name_any(),
+                slice.resource_version().unwrap_or_default(),
+            )
+        })
+        .collect();
+    Some(generation)
+}
+
+/// Writes `spec` at pool generation `generation`: over the slice `old`
+/// (keeping its metadata, so the write is refused if it changed since it
+/// was read), or as a new slice named by the server. Returns the slice as
+/// the server stored it.
+async fn write_slice(
+    api: &Api<ResourceSlice>,
+    target: &PoolTarget,
+    generation: i64,
+    old: Option<ResourceSlice>,
+    spec: ResourceSliceSpec,
+) -> Result<ResourceSlice, ApiError> {
+    match old {
+        Some(old) => {
+            let name = old.name_any();
+            let replacement = ResourceSlice {
+                metadata: old.metadata,
+                spec,
+            };
+            api.replace(&name, &PostParams::default(), &replacement)
+                .await
+                .map_err(|source| {
+                    ApiError::request(
+                        format!(
+                            "replacing ResourceSlice {name} of {} (pool generation {generation})",
+                            target.describe()
+                        ),
+                        source,
+                    )
+                })
+        }
+        None => {
+            let slice = ResourceSlice {
+                metadata: ObjectMeta {
+                    generate_name: Some(generate_name_prefix(target)),
+                    ..ObjectMeta::default()
+                },
+                spec,
+            };
+            api.create(&PostParams::default(), &slice)
+                .await
+                .map_err(|source| {
+                    ApiError::request(
+                        format!(
+                            "creating a ResourceSlice of {} (pool generation {generation})",
+                            target.describe()
+                        ),
+                        source,
+                    )
+                })
+        }
+    }
+}
+
+/// Records in `memory` a slice written at `generation`: its
+/// resourceVersion, and whatever of `sent` the server's answer `written`
+/// dropped.
+fn remember_written(
+    memory: &mut Memory,
+    generation: i64,
+    sent: &ResourceSliceSpec,
+    written: &ResourceSlice,
+) {
+    memory.last_generation = generation;
+    memory.known.insert(
+        written.name_any(),
+        written.resource_version().unwrap_or_default(),
+    );
+    if has_taints(sent) {
+        memory.taints_dropped = !has_taints(&written.spec);
+    }
+    memory.dropped = memory.dropped.dropped_by(sent, &written.spec);
 }
 
 /// The generation shared by all `slices`, or `None` when there are none or they differ.

@@ -27,9 +27,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::drops::Dropped;
 use super::pacing::Pacing;
-use super::reconcile::{Memory, field_selector, reconcile};
+use super::reconcile::{Memory, PassOutcome, field_selector, reconcile};
 use super::{PublishStatus, PublishedPool};
+use crate::error::ApiError;
 use crate::plan::PoolTarget;
 use crate::pool::PoolContent;
 use crate::problem::DeviceProblem;
@@ -61,10 +63,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
     let mut memory = Memory::default();
     let mut pacing = Pacing::new(*task.write_interval.borrow_and_update());
     let mut dirty = false;
-    let mut last_error: Option<String> = None;
-    let mut last_problems: Vec<DeviceProblem> = Vec::new();
-    let driver = task.target.driver.clone();
-    let node = task.target.node_name.clone();
+    let mut log = PassLog::new(&task.target);
 
     loop {
         // One borrow both reads the list and tells whether it is new: a
@@ -83,7 +82,7 @@ pub(crate) async fn run(mut task: PublisherTask) {
                 // Another instance publishes now: write nothing, and wait
                 // for this task to be stopped (or the fence to open again
                 // with the next wanted change).
-                tracing::debug!(%driver, %node, "the write fence is closed: this pass is not made");
+                tracing::debug!(driver = %log.driver, node = %log.node, "the write fence is closed: this pass is not made");
                 task.status.send_modify(|status| status.fenced_passes += 1);
                 tokio::select! {
                     _ = task.stop.cancelled() => break,
@@ -103,68 +102,14 @@ pub(crate) async fn run(mut task: PublisherTask) {
             match pass {
                 Ok(outcome) => {
                     pacing.succeeded();
-                    if last_error.take().is_some() {
-                        tracing::info!(%driver, %node, generation = outcome.generation, "publishing ResourceSlices works again");
-                    }
-                    if outcome.writes > 0 {
-                        tracing::debug!(%driver, %node, generation = outcome.generation, slices = outcome.slices, writes = outcome.writes, "published ResourceSlices");
-                    }
-                    if outcome.problems != last_problems {
-                        for problem in &outcome.problems {
-                            tracing::warn!(%driver, %node, "left out of the ResourceSlices: {problem}");
-                        }
-                        last_problems = outcome.problems.clone();
-                    }
-                    task.status.send_modify(|status| {
-                        status.published = Some(PublishedPool {
-                            generation: outcome.generation,
-                            slices: outcome.slices,
-                            devices: outcome.devices,
-                            at: SystemTime::now(),
-                        });
-                        status.error = None;
-                        status.writes += outcome.writes;
-                        status.passes += 1;
-                        status.problems = outcome.problems;
-                        copy_memory(status, &memory);
-                    });
+                    log.succeeded(outcome, &task.status, &memory);
                 }
                 Err(error) => {
-                    let summary = error.summary();
-                    // The server's message may name a generated slice name that
-                    // changes on every retry; what was done and the status code do not.
-                    let error_state = match error.http_status() {
-                        Some(code) => format!("{error}: {code}"),
-                        None => summary.clone(),
-                    };
-                    // A server that refuses what was planned for its version
-                    // may have been upgraded: ask its version again.
-                    if error.http_status() == Some(422) {
-                        memory.version = None;
-                    }
-                    let retry_after = error.retry_after();
-                    let wait = pacing.failed(Instant::now(), retry_after);
-                    if last_error.as_ref() != Some(&error_state) {
-                        tracing::warn!(%driver, %node, error = %summary, retry_in = ?wait, server_asked = ?retry_after, "publishing ResourceSlices failed; retrying with backoff");
-                    }
+                    log.failed(&error, &mut pacing, &mut memory, &task.status);
                     dirty = true;
-                    task.status.send_modify(|status| {
-                        status.error = Some(summary.clone());
-                        status.failed_passes += 1;
-                        copy_memory(status, &memory);
-                    });
-                    last_error = Some(error_state);
                 }
             }
-            if memory.taints_dropped && !was_dropping_taints {
-                tracing::warn!(%driver, %node, "the API server dropped the device taints written: the DRADeviceTaints feature seems off on this cluster (as it is before Kubernetes 1.37), so unhealthy devices stay schedulable");
-            }
-            if memory.dropped.partitions && !was_dropping.partitions {
-                tracing::error!(%driver, %node, "the API server dropped sharedCounters/consumesCounters: the DRAPartitionableDevices feature gate is off; publishing whole devices only");
-            }
-            if memory.dropped.sharing && !was_dropping.sharing {
-                tracing::error!(%driver, %node, "the API server dropped allowMultipleAllocations/requestPolicy: the DRAConsumableCapacity feature gate is off; publishing devices without sharing");
-            }
+            log.warn_newly_dropped(&memory, was_dropping_taints, was_dropping);
             // What was written with the dropped fields is rewritten without them.
             dirty |= memory.dropped != was_dropping;
             continue;
@@ -186,9 +131,124 @@ pub(crate) async fn run(mut task: PublisherTask) {
             },
             event = slice_events.next() => match event {
                 Some(Ok(event)) => dirty |= is_foreign_change(&event, &memory),
-                Some(Err(error)) => tracing::debug!(%driver, %node, %error, "watching ResourceSlices failed; the watch retries"),
+                Some(Err(error)) => tracing::debug!(driver = %log.driver, node = %log.node, %error, "watching ResourceSlices failed; the watch retries"),
                 None => break,
             },
+        }
+    }
+}
+
+/// What the loop last logged about its passes, so that it logs changes
+/// only, and the status it keeps after each pass.
+struct PassLog {
+    driver: String,
+    node: String,
+    /// The error state of the last pass when it failed: what was done and
+    /// the HTTP status.
+    last_error: Option<String>,
+    /// What the last successful pass left out of the pool.
+    last_problems: Vec<DeviceProblem>,
+}
+
+impl PassLog {
+    fn new(target: &PoolTarget) -> Self {
+        Self {
+            driver: target.driver.clone(),
+            node: target.node_name.clone(),
+            last_error: None,
+            last_problems: Vec::new(),
+        }
+    }
+
+    /// Logs a successful pass (recovery, writes, a change in what was left
+    /// out) and records it in `status`.
+    fn succeeded(
+        &mut self,
+        outcome: PassOutcome,
+        status: &watch::Sender<PublishStatus>,
+        memory: &Memory,
+    ) {
+        let (driver, node) = (&self.driver, &self.node);
+        if self.last_error.take().is_some() {
+            tracing::info!(%driver, %node, generation = outcome.generation, "publishing ResourceSlices works again");
+        }
+        if outcome.writes > 0 {
+            tracing::debug!(%driver, %node, generation = outcome.generation, slices = outcome.slices, writes = outcome.writes, "published ResourceSlices");
+        }
+        if outcome.problems != self.last_problems {
+            for problem in &outcome.problems {
+                tracing::warn!(%driver, %node, "left out of the ResourceSlices: {problem}");
+            }
+            self.last_problems = outcome.problems.clone();
+        }
+        status.send_modify(|status| {
+            status.published = Some(PublishedPool {
+                generation: outcome.generation,
+                slices: outcome.slices,
+                devices: outcome.devices,
+                at: SystemTime::now(),
+            });
+            status.error = None;
+            status.writes += outcome.writes;
+            status.passes += 1;
+            status.problems = outcome.problems;
+            copy_memory(status, memory);
+        });
+    }
+
+    /// Backs `pacing` off after a failed pass, forgets the server's version
+    /// when it refused the write as invalid, logs the failure when the
+    /// error state changed and records it in `status`.
+    fn failed(
+        &mut self,
+        error: &ApiError,
+        pacing: &mut Pacing,
+        memory: &mut Memory,
+        status: &watch::Sender<PublishStatus>,
+    ) {
+        let (driver, node) = (&self.driver, &self.node);
+        let summary = error.summary();
+        // The server's message may name a generated slice name that
+        // changes on every retry; what was done and the status code do not.
+        let error_state = match error.http_status() {
+            Some(code) => format!("{error}: {code}"),
+            None => summary.clone(),
+        };
+        // A server that refuses what was planned for its version
+        // may have been upgraded: ask its version again.
+        if error.http_status() == Some(422) {
+            memory.version = None;
+        }
+        let retry_after = error.retry_after();
+        let wait = pacing.failed(Instant::now(), retry_after);
+        if self.last_error.as_ref() != Some(&error_state) {
+            tracing::warn!(%driver, %node, error = %summary, retry_in = ?wait, server_asked = ?retry_after, "publishing ResourceSlices failed; retrying with backoff");
+        }
+        status.send_modify(|status| {
+            status.error = Some(summary.clone());
+            status.failed_passes += 1;
+            copy_memory(status, memory);
+        });
+        self.last_error = Some(error_state);
+    }
+
+    /// Logs each kind of field the server was found dropping in the last
+    /// pass (`memory`) that it was not dropping before it.
+    fn warn_newly_dropped(
+        &self,
+        memory: &Memory,
+        was_dropping_taints: bool,
+        was_dropping: Dropped,
+    ) {
+        let (driver, node) = (&self.driver, &self.node);
+        if memory.taints_dropped && !was_dropping_taints {
+            tracing::warn!(%driver, %node, "the API server dropped the device taints written: the DRADeviceTaints feature seems off on this cluster (as it is before Kubernetes 1.37), so unhealthy devices stay schedulable");
+        }
+        if memory.dropped.partitions && !was_dropping.partitions {
+            tracing::error!(%driver, %node, "the API server dropped sharedCounters/consumesCounters: the DRAPartitionableDevices feature gate is off; publishing whole devices only");
+        }
+        if memory.dropped.sharing && !was_dropping.sharing {
+            tracing::error!(%driver, %node, "the API server dropped allowMultipleAllocations/requestPolicy: the DRAConsumableCapacity feature gate is off; publishing devices without sharing");
         }
     }
 }

@@ -106,107 +106,122 @@ pub(super) fn project(lang: Lang, name: &str, hooks: &[Hook]) -> Vec<(String, St
     for node in FIXTURE_NODES {
         files.push((format!("fixture/{node}"), String::new()));
     }
-    match lang {
-        Lang::Rust => {
-            files.push((
-                "Cargo.toml".to_string(),
-                fill(include_str!("rust/Cargo.toml")),
-            ));
-            let mut source = fill(include_str!("rust/lib.rs"));
-            for hook in hooks {
-                source.push_str(match hook {
-                    Hook::Discovery => include_str!("rust/discovery.rs"),
-                    Hook::Health => include_str!("rust/health.rs"),
-                    Hook::PreferredAllocation => {
-                        include_str!("rust/preferred_allocation.rs")
-                    }
-                    Hook::Allocate => include_str!("rust/allocate.rs"),
-                    Hook::PreStart => include_str!("rust/pre_start.rs"),
-                    _ => unscaffolded(*hook),
-                });
-            }
-            files.push(("src/lib.rs".to_string(), source));
-        }
-        Lang::Python => {
-            let mut source =
-                fill(include_str!("python/app.py")).replace("{{imports}}", &python_imports(hooks));
-            for hook in hooks {
-                source.push_str(match hook {
-                    Hook::Discovery => include_str!("python/discovery.py"),
-                    Hook::Health => include_str!("python/health.py"),
-                    Hook::PreferredAllocation => {
-                        include_str!("python/preferred_allocation.py")
-                    }
-                    Hook::Allocate => include_str!("python/allocate.py"),
-                    Hook::PreStart => include_str!("python/pre_start.py"),
-                    _ => unscaffolded(*hook),
-                });
-            }
-            files.push(("app.py".to_string(), source));
-            files.push((
-                "build.sh".to_string(),
-                fill(include_str!("python/build.sh")),
-            ));
-        }
-        Lang::Javascript => {
-            let imports = if hooks
-                .iter()
-                .any(|h| matches!(h, Hook::Health | Hook::PreStart))
-            {
-                "\nimport { log } from 'wasm-device-plugin:policy/host@0.1.2';\n"
-            } else {
-                ""
-            };
-            let mut source =
-                fill(include_str!("javascript/guest.js")).replace("{{imports}}", imports);
-            for hook in hooks {
-                source.push_str(match hook {
-                    Hook::Discovery => include_str!("javascript/discovery.js"),
-                    Hook::Health => include_str!("javascript/health.js"),
-                    Hook::PreferredAllocation => {
-                        include_str!("javascript/preferred_allocation.js")
-                    }
-                    Hook::Allocate => include_str!("javascript/allocate.js"),
-                    Hook::PreStart => include_str!("javascript/pre_start.js"),
-                    _ => unscaffolded(*hook),
-                });
-            }
-            files.push(("guest.js".to_string(), source));
-            let (componentize_js, preview2_shim) = polyglot_js_versions();
-            files.push((
-                "package.json".to_string(),
-                fill(include_str!("javascript/package.json"))
-                    .replace("{{componentize_js}}", &componentize_js)
-                    .replace("{{preview2_shim}}", &preview2_shim),
-            ));
-            files.push((
-                "build.mjs".to_string(),
-                fill(include_str!("javascript/build.mjs")),
-            ));
-            files.push((
-                "build.sh".to_string(),
-                fill(include_str!("javascript/build.sh")),
-            ));
-        }
-        Lang::C => {
-            let mut source = fill(include_str!("c/guest.c"));
-            for hook in hooks {
-                source.push_str(match hook {
-                    Hook::Discovery => include_str!("c/discovery.c"),
-                    Hook::Health => include_str!("c/health.c"),
-                    Hook::PreferredAllocation => {
-                        include_str!("c/preferred_allocation.c")
-                    }
-                    Hook::Allocate => include_str!("c/allocate.c"),
-                    Hook::PreStart => include_str!("c/pre_start.c"),
-                    _ => unscaffolded(*hook),
-                });
-            }
-            files.push(("guest.c".to_string(), source));
-            files.push(("build.sh".to_string(), fill(include_str!("c/build.sh"))));
-        }
-    }
+    files.extend(match lang {
+        Lang::Rust => rust_files(hooks, &fill),
+        Lang::Python => python_files(hooks, &fill),
+        Lang::Javascript => javascript_files(hooks, &fill),
+        Lang::C => c_files(hooks, &fill),
+    });
     files
+}
+
+/// The Rust project's own files; `fill` puts the name and hooks into a
+/// template.
+fn rust_files(hooks: &[Hook], fill: &dyn Fn(&str) -> String) -> Vec<(String, String)> {
+    let mut source = fill(include_str!("rust/lib.rs"));
+    for hook in hooks {
+        source.push_str(match hook {
+            Hook::Discovery => include_str!("rust/discovery.rs"),
+            Hook::Health => include_str!("rust/health.rs"),
+            Hook::PreferredAllocation => include_str!("rust/preferred_allocation.rs"),
+            Hook::Allocate => include_str!("rust/allocate.rs"),
+            Hook::PreStart => include_str!("rust/pre_start.rs"),
+            _ => unscaffolded(*hook),
+        });
+    }
+    vec![
+        (
+            "Cargo.toml".to_string(),
+            fill(include_str!("rust/Cargo.toml")),
+        ),
+        ("src/lib.rs".to_string(), source),
+    ]
+}
+
+/// The Python project's own files; `fill` puts the name and hooks into a
+/// template.
+fn python_files(hooks: &[Hook], fill: &dyn Fn(&str) -> String) -> Vec<(String, String)> {
+    let mut source =
+        fill(include_str!("python/app.py")).replace("{{imports}}", &python_imports(hooks));
+    for hook in hooks {
+        source.push_str(match hook {
+            Hook::Discovery => include_str!("python/discovery.py"),
+            Hook::Health => include_str!("python/health.py"),
+            Hook::PreferredAllocation => include_str!("python/preferred_allocation.py"),
+            Hook::Allocate => include_str!("python/allocate.py"),
+            Hook::PreStart => include_str!("python/pre_start.py"),
+            _ => unscaffolded(*hook),
+        });
+    }
+    vec![
+        ("app.py".to_string(), source),
+        (
+            "build.sh".to_string(),
+            fill(include_str!("python/build.sh")),
+        ),
+    ]
+}
+
+/// The JavaScript project's own files; `fill` puts the name and hooks
+/// into a template.
+fn javascript_files(hooks: &[Hook], fill: &dyn Fn(&str) -> String) -> Vec<(String, String)> {
+    let imports = if hooks
+        .iter()
+        .any(|h| matches!(h, Hook::Health | Hook::PreStart))
+    {
+        "\nimport { log } from 'wasm-device-plugin:policy/host@0.1.2';\n"
+    } else {
+        ""
+    };
+    let mut source = fill(include_str!("javascript/guest.js")).replace("{{imports}}", imports);
+    for hook in hooks {
+        source.push_str(match hook {
+            Hook::Discovery => include_str!("javascript/discovery.js"),
+            Hook::Health => include_str!("javascript/health.js"),
+            Hook::PreferredAllocation => include_str!("javascript/preferred_allocation.js"),
+            Hook::Allocate => include_str!("javascript/allocate.js"),
+            Hook::PreStart => include_str!("javascript/pre_start.js"),
+            _ => unscaffolded(*hook),
+        });
+    }
+    let (componentize_js, preview2_shim) = polyglot_js_versions();
+    vec![
+        ("guest.js".to_string(), source),
+        (
+            "package.json".to_string(),
+            fill(include_str!("javascript/package.json"))
+                .replace("{{componentize_js}}", &componentize_js)
+                .replace("{{preview2_shim}}", &preview2_shim),
+        ),
+        (
+            "build.mjs".to_string(),
+            fill(include_str!("javascript/build.mjs")),
+        ),
+        (
+            "build.sh".to_string(),
+            fill(include_str!("javascript/build.sh")),
+        ),
+    ]
+}
+
+/// The C project's own files; `fill` puts the name and hooks into a
+/// template.
+fn c_files(hooks: &[Hook], fill: &dyn Fn(&str) -> String) -> Vec<(String, String)> {
+    let mut source = fill(include_str!("c/guest.c"));
+    for hook in hooks {
+        source.push_str(match hook {
+            Hook::Discovery => include_str!("c/discovery.c"),
+            Hook::Health => include_str!("c/health.c"),
+            Hook::PreferredAllocation => include_str!("c/preferred_allocation.c"),
+            Hook::Allocate => include_str!("c/allocate.c"),
+            Hook::PreStart => include_str!("c/pre_start.c"),
+            _ => unscaffolded(*hook),
+        });
+    }
+    vec![
+        ("guest.c".to_string(), source),
+        ("build.sh".to_string(), fill(include_str!("c/build.sh"))),
+    ]
 }
 
 /// The versions `guests/polyglot/js/package.json` pins.
