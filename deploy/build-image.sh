@@ -22,7 +22,10 @@
 # The archive is reproducible: the same sources and toolchain give the same
 # bytes (timestamps come from SOURCE_DATE_EPOCH, default the last commit's).
 #
-# Environment: CARGO_TARGET_DIR (honoured), IMAGE_TAG (default
+# Environment: IMAGE_PROFILE (default release: fat LTO, what a release
+# publishes; CI sets ci-image, the same binary unoptimised, built in a
+# fraction of the time, to check the image's layout and that its binary
+# starts and serves), CARGO_TARGET_DIR (honoured), IMAGE_TAG (default
 # wasm-device-plugin:<crate version>), SOURCE_DATE_EPOCH.
 set -euo pipefail
 
@@ -40,6 +43,7 @@ fi
 OUTPUT="${1:-$REPO_DIR/target/image/wasm-device-plugin.oci.tar}"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)"
 IMAGE_TAG="${IMAGE_TAG:-wasm-device-plugin:$VERSION}"
+PROFILE="${IMAGE_PROFILE:-release}"
 # Only for the archive's timestamps: exported, it would reach cargo, and
 # build scripts that watch it would rebuild at every commit.
 EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
@@ -48,7 +52,7 @@ log() { printf 'build-image.sh: %s\n' "$*" >&2; }
 die() { printf 'build-image.sh: error: %s\n' "$*" >&2; exit 1; }
 
 # --- toolchain (idempotent) ----------------------------------------------------
-rustup target list --installed 2>/dev/null | grep -qx "$TARGET" || rustup target add "$TARGET"
+bash tools/toolchain.sh "$TARGET" >/dev/null
 # mimalloc (C) is compiled for musl with musl-gcc.
 if ! command -v musl-gcc >/dev/null 2>&1; then
   command -v apt-get >/dev/null 2>&1 || die "musl-gcc is missing: install musl-tools"
@@ -62,12 +66,12 @@ if [ -f guests/build.sh ]; then
   log "building the example guests (guests/build.sh)"
   bash guests/build.sh
 fi
-log "building the static release binary ($TARGET, without the demo and its test doubles)"
+log "building the static binary (profile $PROFILE, $TARGET, without the demo and its test doubles)"
 # `demo` (the simulated kubelet and the in-process API server it runs
 # against) is a default feature for `cargo run`; the image's binary leaves
 # it out, keeping mimalloc.
-cargo build --release --locked --target "$TARGET" -p wasm-device-plugin --no-default-features --features mimalloc
-BIN="$TARGET_DIR/$TARGET/release/wasm-device-plugin"
+cargo build --profile "$PROFILE" --locked --target "$TARGET" -p wasm-device-plugin --no-default-features --features mimalloc
+BIN="$TARGET_DIR/$TARGET/$PROFILE/wasm-device-plugin"
 [ -x "$BIN" ] || die "$BIN was not built"
 
 # FROM scratch has no loader and no libraries: the binary must need neither.

@@ -38,7 +38,7 @@ if [ ! -d "$sysroot/lib/rustlib/$TARGET" ]; then
 The Rust target $TARGET is not installed (no $sysroot/lib/rustlib/$TARGET).
 The policy guests are WebAssembly components built for it. Install it with:
 
-    rustup target add $TARGET
+    bash tools/toolchain.sh   # the pinned toolchain with its targets
 
 and run this script again.
 EOF
