@@ -159,7 +159,7 @@ impl DraWorld {
             for device in slice.spec.devices.iter().flatten() {
                 // A device is published under the reversible name of its
                 // ID; a partition under its own ID, which seldom decodes.
-                let id = wdp_dra_client::naming::device_id(&device.name)
+                let id = wdp_k8s_naming::device_id(&device.name)
                     .map(|id| format!("ID {id}"))
                     .unwrap_or_else(|_| "a partition".to_owned());
                 let consumes = device
