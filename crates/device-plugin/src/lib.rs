@@ -4,7 +4,8 @@
 //! before registering (on `kubelet.sock` or through the plugin watcher),
 //! and serves and registers again after every kubelet restart;
 //! `service` answers the five RPCs and fans `ListAndWatch` out from the
-//! resource's device set.
+//! resource's device set; [`wire`] puts the resource's grants, refusals,
+//! device list and options in the API's messages.
 //!
 //! It makes no decision of its own: which devices exist, their health and
 //! what a container receives come from [`wdp_resource::Resource`]. It
@@ -15,5 +16,7 @@
 
 mod server;
 mod service;
+pub mod wire;
 
 pub use server::{FolderEvent, RegisterError, ServerHandle};
+pub use wire::kubelet_status;

@@ -34,6 +34,7 @@
 
 pub mod admin_grants;
 mod admission;
+pub mod admission_error;
 pub mod atomic_file;
 mod builtin;
 pub mod cdi;
@@ -44,6 +45,7 @@ pub mod device_set;
 pub mod dra_actions;
 pub mod dra_layout;
 mod error;
+pub mod grant;
 pub mod guest_call;
 pub mod health_log;
 pub mod held;
@@ -56,8 +58,10 @@ mod services;
 pub mod spec;
 pub mod validate;
 
+pub use admission_error::AdmissionError;
 pub use config::{ConfigError, ConfigSet, ResourceConfig};
 pub use device_set::{AdvertisedDevice, DeviceSet, SharedDeviceSet};
 pub use error::{GuestProblem, ResourceError};
+pub use grant::ContainerGrant;
 pub use metrics::Metrics;
 pub use resource::Resource;

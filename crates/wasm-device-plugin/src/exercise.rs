@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use wdp_device_plugin::kubelet_status;
+
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
     /// The configuration directory whose resources and guests to exercise.
@@ -142,6 +144,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
         let chosen = match resource
             .preferred(&healthy, &args.must_include, size as i32)
             .await
+            .map_err(kubelet_status)
         {
             Ok(ids) => {
                 println!(
@@ -160,7 +163,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
             }
         };
         let started = Instant::now();
-        match resource.allocate(&chosen).await {
+        match resource.allocate(&chosen).await.map_err(kubelet_status) {
             Ok(response) => {
                 println!("  allocate {chosen:?} in {}:", ms(started.elapsed()));
                 for d in &response.devices {
@@ -188,7 +191,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
                     println!("    annotation {k}={v}");
                 }
                 for c in &response.cdi_devices {
-                    println!("    cdi {}", c.name);
+                    println!("    cdi {c}");
                 }
             }
             Err(status) => println!(
@@ -199,7 +202,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<()> {
         }
         if spec.config.pre_start_required {
             let started = Instant::now();
-            match resource.pre_start(&chosen).await {
+            match resource.pre_start(&chosen).await.map_err(kubelet_status) {
                 Ok(()) => println!("  pre-start: ok in {}", ms(started.elapsed())),
                 Err(status) => println!(
                     "  pre-start FAILED ({:?}): {}",
