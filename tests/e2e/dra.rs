@@ -174,7 +174,7 @@ fn device_names(slices: &[ResourceSlice]) -> Vec<String> {
 
 /// The DRA device name of a fixture node, by the documented rule.
 fn name_of(node: &str) -> String {
-    wdp_dra_client::naming::device_name(node.trim_start_matches("/dev/")).unwrap()
+    wdp_k8s_naming::device_name(node.trim_start_matches("/dev/")).unwrap()
 }
 
 /// A claim allocated the devices of `nodes` in pool `NODE`, stored in the

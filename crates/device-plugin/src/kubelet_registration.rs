@@ -159,7 +159,7 @@ pub(crate) async fn register(dir: &Path, resource: &Resource) -> Result<(), Regi
         version: v1beta1::VERSION.to_owned(),
         endpoint: spec.config.socket.clone(),
         resource_name: spec.config.resource.clone(),
-        options: Some(spec.options()),
+        options: Some(crate::wire::plugin_options(&spec)),
     };
     // The kubelet dials back with a 10 s limit inside Register.
     let limit = Duration::from_secs(30);

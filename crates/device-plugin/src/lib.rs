@@ -6,7 +6,8 @@
 //! plugin watcher), and serves and registers again after every kubelet
 //! restart;
 //! `service` answers the five RPCs and fans `ListAndWatch` out from the
-//! resource's device set.
+//! resource's device set; [`wire`] puts the resource's grants, refusals,
+//! device list and options in the API's messages.
 //!
 //! It makes no decision of its own: which devices exist, their health and
 //! what a container receives come from [`wdp_resource::Resource`]. It
@@ -18,6 +19,8 @@
 mod kubelet_registration;
 mod server;
 mod service;
+pub mod wire;
 
 pub use kubelet_registration::RegisterError;
 pub use server::{FolderEvent, ServerHandle};
+pub use wire::kubelet_status;

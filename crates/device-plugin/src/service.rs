@@ -1,5 +1,6 @@
 //! The `DevicePlugin` gRPC service of one resource: thin translation between
-//! the wire messages and [`Resource`], with per-RPC metrics and logs.
+//! the wire messages and [`Resource`] (through [`crate::wire`]), with
+//! per-RPC metrics and logs.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,8 +16,9 @@ use wdp_kubelet_api::v1beta1::{
 };
 
 use wdp_resource::Resource;
-use wdp_resource::guest_call::blamed_guest;
 use wdp_resource::metrics::ResourceLabel;
+
+use crate::wire::{blamed_guest, device_list, kubelet_response, kubelet_status, plugin_options};
 
 /// Serves one resource until `stop` is cancelled; `ListAndWatch` streams
 /// end when it is, so the server's graceful shutdown completes.
@@ -52,9 +54,12 @@ impl DevicePluginService {
                 status.code()
             }
         };
-        self.resource
-            .metrics()
-            .observe_rpc(self.resource.name(), rpc, code, started.elapsed());
+        self.resource.metrics().observe_rpc(
+            self.resource.name(),
+            rpc,
+            &format!("{code:?}"),
+            started.elapsed(),
+        );
         result
     }
 }
@@ -67,7 +72,7 @@ impl DevicePlugin for DevicePluginService {
         &self,
         _request: Request<Empty>,
     ) -> Result<Response<DevicePluginOptions>, Status> {
-        Ok(Response::new(self.resource.spec().options()))
+        Ok(Response::new(plugin_options(&self.resource.spec())))
     }
 
     type ListAndWatchStream = ListStream;
@@ -85,7 +90,7 @@ impl DevicePlugin for DevicePluginService {
         tracing::debug!(resource = %label.resource, "ListAndWatch opened");
         // The first message is the full list, sent before the task starts.
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let first = updates.borrow_and_update().to_list();
+        let first = device_list(&updates.borrow_and_update());
         tokio::spawn(async move {
             let gauge = metrics.watchers.get_or_create(&label).clone();
             gauge.inc();
@@ -98,7 +103,7 @@ impl DevicePlugin for DevicePluginService {
                             if changed.is_err() {
                                 break;
                             }
-                            let list = updates.borrow_and_update().to_list();
+                            let list = device_list(&updates.borrow_and_update());
                             if tx.send(Ok(list)).await.is_err() {
                                 break;
                             }
@@ -129,7 +134,8 @@ impl DevicePlugin for DevicePluginService {
                         &c.must_include_device_i_ds,
                         c.allocation_size,
                     )
-                    .await?;
+                    .await
+                    .map_err(kubelet_status)?;
                 container_responses.push(ContainerPreferredAllocationResponse { device_i_ds: ids });
             }
             Ok(PreferredAllocationResponse {
@@ -153,7 +159,12 @@ impl DevicePlugin for DevicePluginService {
             }
             let mut container_responses = Vec::with_capacity(request.container_requests.len());
             for c in &request.container_requests {
-                container_responses.push(self.resource.allocate(&c.devices_ids).await?);
+                let grant = self
+                    .resource
+                    .allocate(&c.devices_ids)
+                    .await
+                    .map_err(kubelet_status)?;
+                container_responses.push(kubelet_response(grant));
             }
             tracing::debug!(resource = %self.resource.name(), devices = ?request.container_requests.iter().map(|c| &c.devices_ids).collect::<Vec<_>>(), "allocated");
             Ok(AllocateResponse {
@@ -170,7 +181,11 @@ impl DevicePlugin for DevicePluginService {
     ) -> Result<Response<PreStartContainerResponse>, Status> {
         let started = Instant::now();
         let request = request.into_inner();
-        let result = self.resource.pre_start(&request.devices_ids).await;
+        let result = self
+            .resource
+            .pre_start(&request.devices_ids)
+            .await
+            .map_err(kubelet_status);
         self.finish("PreStartContainer", started, result)
             .map(|()| Response::new(PreStartContainerResponse {}))
     }

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use crate::counters::amount_problem;
 use crate::device::{Capacity, CapacityPolicy, CapacityRange, DraDevice};
 use crate::keys::{attribute_key_problem, qualified_attribute_key};
-use crate::quantity::Quantity;
+use wdp_k8s_naming::Quantity;
 
 /// At most this many valid values in a request policy.
 pub const MAX_CAPACITY_VALID_VALUES: usize = 10;

@@ -10,10 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::device::{CounterConsumption, DraDevice};
-use crate::naming::dns_label_problem;
 use crate::pool::CounterSet;
-use crate::quantity::Quantity;
 use crate::version::ServerVersion;
+use wdp_k8s_naming::Quantity;
+use wdp_k8s_naming::dns_label_problem;
 
 /// Why `text` is not a non-negative quantity, or `None`.
 pub(crate) fn amount_problem(text: &str) -> Option<String> {

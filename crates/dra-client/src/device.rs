@@ -16,7 +16,7 @@ use std::str::FromStr;
 /// One device as published in a ResourceSlice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DraDevice {
-    /// The DRA device name, a DNS label (see [`crate::naming::device_name`]).
+    /// The DRA device name, a DNS label (see `wdp_k8s_naming::device_name`).
     pub name: String,
     /// Attributes by key. A key without a `domain/` prefix is qualified with
     /// the driver name when written (`model` → `gpu.example.com/model`); a key

@@ -5,7 +5,7 @@
 //! unqualified name is written with the driver's domain
 //! ([`qualified_attribute_key`]).
 
-use crate::naming::dns_subdomain_problem;
+use wdp_k8s_naming::dns_subdomain_problem;
 
 /// The longest attribute identifier (the part after the domain).
 pub const MAX_ATTRIBUTE_ID_LEN: usize = 32;

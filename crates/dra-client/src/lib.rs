@@ -3,7 +3,8 @@
 //!
 //! It knows nothing of Wasm, sysfs or the host: it takes a plain device list
 //! per (driver, node) and keeps the API server's slices equal to it.
-//! [`naming`] maps device IDs to DRA device names; [`validate_pool`] finds what
+//! Device IDs become DRA device names by `wdp_k8s_naming`'s rule (as do the
+//! DNS, label and quantity checks); [`validate_pool`] finds what
 //! the API server would reject (or its version could not hold) and leaves it
 //! out; [`plan_pool`] cuts a pool's devices and counter sets into slices the
 //! way the served version wants them (pure); [`SlicePublisher`] runs one task
@@ -26,13 +27,11 @@ mod device_status;
 mod error;
 mod fit;
 mod keys;
-pub mod naming;
 mod node_label;
 mod plan;
 mod pool;
 mod problem;
 mod publisher;
-pub mod quantity;
 mod retry_after;
 mod status_checks;
 mod validate;
@@ -55,7 +54,6 @@ pub use k8s_openapi::api::resource::v1::{
 };
 pub use keys::{MAX_ATTRIBUTE_ID_LEN, qualified_attribute_key};
 pub use kube::Client;
-pub use naming::NameError;
 pub use node_label::{NodeLabel, set_node_label, watch_node_label};
 pub use plan::{
     MAX_DEVICES_PER_SLICE, MAX_DEVICES_PER_TAINTED_SLICE, PoolTarget, plan_pool, plan_slices,
@@ -67,7 +65,7 @@ pub use publisher::{
     SlicePublisher, WriteFence,
 };
 pub use validate::{
-    MAX_ATTRIBUTE_VALUE_LEN, MAX_ATTRIBUTES_PER_DEVICE, MAX_TAINTS_PER_DEVICE, PoolCheck,
-    label_name_problem, label_value_problem, validate, validate_pool,
+    MAX_ATTRIBUTE_VALUE_LEN, MAX_ATTRIBUTES_PER_DEVICE, MAX_TAINTS_PER_DEVICE, PoolCheck, validate,
+    validate_pool,
 };
 pub use version::{ServerVersion, SliceLimits};

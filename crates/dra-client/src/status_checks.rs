@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, NetworkDeviceData, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::validate::label_name_problem;
+use wdp_k8s_naming::label_name_problem;
 
 /// At most this many conditions per device status entry.
 pub const MAX_DEVICE_STATUS_CONDITIONS: usize = 8;

@@ -54,8 +54,7 @@ impl<'a> Picked<'a> {
         // reversible name of its ID.
         let (id, device, partition) = match extras.partition(&result.device) {
             None => {
-                let id =
-                    wdp_dra_client::naming::device_id(&result.device).map_err(|_| unknown())?;
+                let id = wdp_k8s_naming::device_id(&result.device).map_err(|_| unknown())?;
                 let device = set.get(&id).ok_or_else(unknown)?;
                 (id, device, false)
             }

@@ -10,8 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
-
+use wdp_resource::ContainerGrant;
 use wdp_resource::cdi::{self, CdiMount, CdiNode, ContainerEdits, Spec};
 use wdp_resource::config::ResourceConfig;
 use wdp_resource::device_set::AdvertisedDevice;
@@ -56,7 +55,7 @@ pub fn claim_spec(
     uid: &str,
     devices: &[(&AdvertisedDevice, String)],
     companions: &[wdp_policy::types::DeviceNode],
-    answer: &ContainerAllocateResponse,
+    answer: &ContainerGrant,
 ) -> Spec {
     let mut placed: BTreeSet<String> = BTreeSet::new();
     let cdi_devices = devices
@@ -101,10 +100,12 @@ pub fn claim_spec(
             });
         }
     }
-    let envs: std::collections::BTreeMap<_, _> = answer.envs.iter().collect();
-    common
-        .env
-        .extend(envs.iter().map(|(key, value)| format!("{key}={value}")));
+    common.env.extend(
+        answer
+            .envs
+            .iter()
+            .map(|(key, value)| format!("{key}={value}")),
+    );
     common.mounts.extend(answer.mounts.iter().map(|m| CdiMount {
         host_path: m.host_path.clone(),
         container_path: m.container_path.clone(),

@@ -1,7 +1,7 @@
 //! A resource's device set as the DRA devices its ResourceSlices carry.
 //!
 //! Every advertised device ID (replica IDs included) becomes one
-//! [`DraDevice`] named by `wdp_dra_client::naming::device_name` (a DNS
+//! [`DraDevice`] named by `wdp_k8s_naming::device_name` (a DNS
 //! label, reversible with `naming::device_id`). Its attributes:
 //!
 //! - each of the device's string attributes, the key made a DRA
@@ -44,11 +44,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use wdp_dra_client::naming;
 use wdp_dra_client::{
     AttributeValue, Capacity, CapacityPolicy, CapacityRange, CounterConsumption, CounterSet,
     DeviceTaint, DraDevice, TaintEffect,
 };
+use wdp_k8s_naming as naming;
 
 use wdp_policy::types as wit;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use wdp_dra_client::{AttributeValue, TaintEffect, naming};
+use wdp_dra_client::{AttributeValue, TaintEffect};
 use wdp_policy::types::{Device, Verdict};
 
 use super::*;

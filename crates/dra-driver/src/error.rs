@@ -1,6 +1,9 @@
-//! What stops a DRA driver from being served.
+//! What stops a DRA driver from being served, and why a claim's guests
+//! refused to prepare it.
 
 use std::path::PathBuf;
+
+use wdp_resource::AdmissionError;
 
 /// A DRA resource that cannot be served.
 #[derive(Debug, thiserror::Error)]
@@ -23,4 +26,16 @@ pub enum DraError {
         /// Which device, and why.
         problem: String,
     },
+}
+
+/// Why a claim's devices were refused while being prepared: the
+/// `dra-prepare` or `pre-start` step, or `allocate` (named in the message).
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimAdmissionError {
+    /// `dra-prepare` or `pre-start` (guest or built-in) refused or failed.
+    #[error(transparent)]
+    Prepare(#[from] AdmissionError),
+    /// `allocate` (guest or built-in) refused or failed.
+    #[error("allocate: {0}")]
+    Allocate(#[source] AdmissionError),
 }

@@ -53,7 +53,7 @@ pub fn health_entries(set: &DeviceSet, pool_name: &str) -> Vec<DeviceHealthEntry
         .devices()
         .iter()
         .filter_map(|device| {
-            let device_name = wdp_dra_client::naming::device_name(device.id()).ok()?;
+            let device_name = wdp_k8s_naming::device_name(device.id()).ok()?;
             Some(DeviceHealthEntry {
                 pool_name: pool_name.to_owned(),
                 device_name,

@@ -57,13 +57,13 @@ use crate::allocation::{
 use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim::{ClaimRef, StatusWrite, StatusWriter, StatusWriterSlot};
 use crate::claim_cdi;
+use crate::error::ClaimAdmissionError;
 use crate::in_flight::{self, InFlight};
 use crate::recorded_spec;
 use crate::shared_checkpoint::SharedCheckpoint;
-use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
-use wdp_resource::Resource;
 use wdp_resource::device_set::DeviceSet;
 use wdp_resource::held::HeldDevice;
+use wdp_resource::{ContainerGrant, Resource};
 
 /// Prepares and unprepares the claims of one DRA driver, serving one
 /// resource.
@@ -309,17 +309,19 @@ impl ClaimPreparer {
         let prepared = wdp_resource::guest_call::with_claim(Arc::clone(&info), async {
             let statuses = self.resource.dra_prepare(&claim_devices).await?;
             self.resource.pre_start(&ids).await?;
-            let answer = self.resource.allocate(&ids).await.map_err(|status| {
-                tonic::Status::new(status.code(), format!("allocate: {}", status.message()))
-            })?;
-            Ok::<_, tonic::Status>((statuses, answer))
+            let answer = self
+                .resource
+                .allocate(&ids)
+                .await
+                .map_err(ClaimAdmissionError::Allocate)?;
+            Ok::<_, ClaimAdmissionError>((statuses, answer))
         })
         .await;
         let (statuses, answer) = match prepared {
             Ok(done) => done,
-            Err(status) => {
+            Err(error) => {
                 self.unwind(claim, &info, &claim_devices).await;
-                return Err(format!("claim {claim}: {}", status.message()));
+                return Err(format!("claim {claim}: {error}"));
             }
         };
         let spec = self.resource.spec();
@@ -330,7 +332,7 @@ impl ClaimPreparer {
                 return Err(error);
             }
         };
-        let answer_cdi = answer.cdi_devices.iter().map(|d| d.name.clone()).collect();
+        let answer_cdi = answer.cdi_devices.clone();
         let devices = prepared_devices(
             &self.driver,
             &spec.config.resource,
@@ -371,7 +373,7 @@ impl ClaimPreparer {
         claim: &ClaimRef,
         picked: &[Picked<'_>],
         set: &DeviceSet,
-        answer: &ContainerAllocateResponse,
+        answer: &ContainerGrant,
     ) -> Result<PathBuf, String> {
         let spec = self.resource.spec();
         let named = named_devices(picked);
@@ -400,8 +402,8 @@ impl ClaimPreparer {
             self.resource.dra_unprepare(devices).await
         })
         .await;
-        if let Err(status) = undone {
-            tracing::error!(driver = %self.driver, %claim, error = %status.message(), "the failed prepare could not be undone: dra-unprepare failed");
+        if let Err(error) = undone {
+            tracing::error!(driver = %self.driver, %claim, %error, "the failed prepare could not be undone: dra-unprepare failed");
         }
     }
 
@@ -549,7 +551,7 @@ impl ClaimPreparer {
             self.resource.dra_unprepare(&info.devices),
         )
         .await
-        .map_err(|status| format!("claim {claim}: {}", status.message()))?;
+        .map_err(|error| format!("claim {claim}: {error}"))?;
         if record.status_written {
             self.write_statuses(claim, Vec::new()).await;
         }

@@ -106,7 +106,7 @@ pub(crate) async fn rebuild(
     let info = Arc::new(recorded_claim_info(claim, record));
     let answer = wdp_resource::guest_call::with_claim(info, resource.allocate(&ids))
         .await
-        .map_err(|status| cannot(format!("allocate: {}", status.message())))?;
+        .map_err(|error| cannot(format!("allocate: {error}")))?;
     let spec = resource.spec();
     let cdi_spec =
         claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);

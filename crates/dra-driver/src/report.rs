@@ -45,7 +45,7 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
         .devices()
         .iter()
         .filter_map(|d| {
-            let name = wdp_dra_client::naming::device_name(d.id()).ok()?;
+            let name = wdp_k8s_naming::device_name(d.id()).ok()?;
             Some((d.id().to_owned(), name))
         })
         .collect();

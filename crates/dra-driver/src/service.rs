@@ -208,8 +208,12 @@ impl DraPluginService {
         } else {
             tonic::Code::Ok
         };
-        self.metrics
-            .observe_rpc(self.preparer.resource().name(), rpc, code, elapsed);
+        self.metrics.observe_rpc(
+            self.preparer.resource().name(),
+            rpc,
+            &format!("{code:?}"),
+            elapsed,
+        );
     }
 }
 

@@ -93,7 +93,7 @@ fn main() {
     );
     println!(
         "  of which a ListAndWatch message:      {}",
-        held(devices, || set.to_list())
+        held(devices, || wdp_device_plugin::wire::device_list(&set))
     );
     let hardware_root = wdp_hardware::HostRoot::new(&root);
     let selectors = resource.spec().config.selectors.clone();

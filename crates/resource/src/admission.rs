@@ -6,16 +6,15 @@
 
 use std::collections::HashSet;
 
-use tonic::Status;
-use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
 use wdp_policy::Hook;
 use wdp_policy::types::{DeviceNode, DeviceRef};
 
 use crate::admin_grants;
+use crate::admission_error::AdmissionError;
 use crate::builtin;
 use crate::config::{CdiMode, HookBinding, OnError};
-use crate::convert::kubelet_response;
 use crate::device_set::{AdvertisedDevice, DeviceSet};
+use crate::grant::ContainerGrant;
 use crate::guest_call::GuestFailure;
 use crate::resource::Resource;
 use crate::spec::ResourceSpec;
@@ -31,29 +30,30 @@ impl Resource {
         available: &[String],
         must_include: &[String],
         size: i32,
-    ) -> Result<Vec<String>, Status> {
+    ) -> Result<Vec<String>, AdmissionError> {
         let set = self.devices();
         let spec = self.spec();
         let available_at = set
             .resolve_indexes(available, true)
-            .map_err(Status::invalid_argument)?;
+            .map_err(AdmissionError::InvalidRequest)?;
         let must_at = set
             .resolve_indexes(must_include, true)
-            .map_err(Status::invalid_argument)?;
+            .map_err(AdmissionError::InvalidRequest)?;
         let mut is_available = vec![false; set.len()];
         for &i in &available_at {
             is_available[i as usize] = true;
         }
         if let Some(i) = must_at.iter().position(|&m| !is_available[m as usize]) {
-            return Err(Status::invalid_argument(format!(
+            return Err(AdmissionError::InvalidRequest(format!(
                 "must-include device {:?} is not among the available devices",
                 must_include[i]
             )));
         }
-        let size = usize::try_from(size)
-            .map_err(|_| Status::invalid_argument(format!("allocation_size {size} is negative")))?;
+        let size = usize::try_from(size).map_err(|_| {
+            AdmissionError::InvalidRequest(format!("allocation_size {size} is negative"))
+        })?;
         if size > available.len() || size < must_include.len() {
-            return Err(Status::invalid_argument(format!(
+            return Err(AdmissionError::InvalidRequest(format!(
                 "allocation_size {size} cannot be met from {} available devices with {} must-include",
                 available.len(),
                 must_include.len()
@@ -117,10 +117,12 @@ impl Resource {
     }
 
     /// `Allocate` for one container.
-    pub async fn allocate(&self, ids: &[String]) -> Result<ContainerAllocateResponse, Status> {
+    pub async fn allocate(&self, ids: &[String]) -> Result<ContainerGrant, AdmissionError> {
         let set = self.devices();
         let spec = self.spec();
-        let devices = set.resolve(ids, true).map_err(Status::invalid_argument)?;
+        let devices = set
+            .resolve(ids, true)
+            .map_err(AdmissionError::InvalidRequest)?;
         let mut default = builtin::allocate(&devices, set.companions(), &spec.config.permissions);
         if spec.config.cdi != CdiMode::Off {
             default.cdi_devices = ids
@@ -132,7 +134,7 @@ impl Resource {
             }
         }
         let response = match spec.bound(Hook::Allocate) {
-            None => kubelet_response(default),
+            None => ContainerGrant::from(default),
             Some((binding, guest)) => {
                 let refs = refs(&devices);
                 let guest_default = default.clone();
@@ -145,14 +147,17 @@ impl Resource {
                         binding,
                         guest,
                         self.present_candidates(),
-                        move |g, ctx| g.allocate(ctx, &refs, &guest_default).map(kubelet_response),
+                        move |g, ctx| {
+                            g.allocate(ctx, &refs, &guest_default)
+                                .map(ContainerGrant::from)
+                        },
                         check,
                     )
                     .await;
-                settle(binding, outcome, || kubelet_response(default))?
+                settle(binding, outcome, || ContainerGrant::from(default))?
             }
         };
-        validate::message_size(&response).map_err(Status::resource_exhausted)?;
+        validate::message_size(&response).map_err(AdmissionError::AnswerTooLarge)?;
         self.metrics()
             .allocated_devices
             .get_or_create(&crate::metrics::ResourceLabel {
@@ -163,11 +168,13 @@ impl Resource {
     }
 
     /// `PreStartContainer`.
-    pub async fn pre_start(&self, ids: &[String]) -> Result<(), Status> {
+    pub async fn pre_start(&self, ids: &[String]) -> Result<(), AdmissionError> {
         let set = self.devices();
         let spec = self.spec();
-        let devices = set.resolve(ids, true).map_err(Status::invalid_argument)?;
-        let builtin_check = || -> Result<(), Status> {
+        let devices = set
+            .resolve(ids, true)
+            .map_err(AdmissionError::InvalidRequest)?;
+        let builtin_check = || -> Result<(), AdmissionError> {
             for d in &devices {
                 for node in &d.device.nodes {
                     if !self
@@ -175,11 +182,10 @@ impl Resource {
                         .resolve(std::path::Path::new(&node.path))
                         .exists()
                     {
-                        return Err(Status::failed_precondition(format!(
-                            "device {:?}: node {} is gone",
-                            d.id(),
-                            node.path
-                        )));
+                        return Err(AdmissionError::NodeGone {
+                            device: d.id().to_owned(),
+                            node: node.path.clone(),
+                        });
                     }
                 }
             }
@@ -203,11 +209,9 @@ impl Resource {
             .await;
         match outcome {
             Ok(()) => Ok(()),
-            Err(failure) if failure.is_refusal() => Err(failure.blame(
-                Status::failed_precondition(format!("pre-start refused: {failure}")),
-            )),
+            Err(failure) if failure.is_refusal() => Err(AdmissionError::PreStartRefused(failure)),
             Err(failure) => match binding.on_error {
-                OnError::Fail => Err(failure.into_status()),
+                OnError::Fail => Err(AdmissionError::GuestFailed(failure)),
                 OnError::Builtin => builtin_check(),
             },
         }
@@ -215,7 +219,7 @@ impl Resource {
 }
 
 impl Resource {
-    /// The check of an allocate guest's answer: [`validate::container_response`],
+    /// The check of an allocate guest's answer: [`validate::container_grant`],
     /// then no administrative node the resource does not grant
     /// ([`admin_grants::check_answer`]). The requested devices' nodes and
     /// the companions were judged at refresh and are not judged again.
@@ -224,7 +228,7 @@ impl Resource {
         spec: &ResourceSpec,
         devices: &[&AdvertisedDevice],
         companions: &[DeviceNode],
-    ) -> impl FnOnce(&ContainerAllocateResponse) -> Result<(), String> + Send + 'static {
+    ) -> impl FnOnce(&ContainerGrant) -> Result<(), String> + Send + 'static {
         let screened: HashSet<String> = devices
             .iter()
             .flat_map(|d| &d.device.nodes)
@@ -234,7 +238,7 @@ impl Resource {
         let root = self.root().clone();
         let grants = spec.config.admin_grants.clone();
         move |answer| {
-            validate::container_response(answer)?;
+            validate::container_grant(answer)?;
             admin_grants::check_answer(
                 &root,
                 &grants,
@@ -255,11 +259,11 @@ fn settle<T>(
     binding: &HookBinding,
     outcome: Result<T, GuestFailure>,
     builtin: impl FnOnce() -> T,
-) -> Result<T, Status> {
+) -> Result<T, AdmissionError> {
     match outcome {
         Ok(value) => Ok(value),
         Err(failure) => match binding.on_error {
-            OnError::Fail => Err(failure.into_status()),
+            OnError::Fail => Err(AdmissionError::GuestFailed(failure)),
             OnError::Builtin => Ok(builtin()),
         },
     }

@@ -9,7 +9,8 @@
 //! still resolve their names) and removed when the resource leaves the
 //! configuration. `cdiVersion` is the lowest version the content needs, by
 //! the rules of the upstream CDI library's `MinimumRequiredVersion`, so
-//! containerd 1.7+ and CRI-O read it.
+//! containerd 1.7+ and CRI-O read it. The names it may use are
+//! [`crate::cdi_names`]' rules.
 
 use std::path::{Path, PathBuf};
 
@@ -19,16 +20,6 @@ use wdp_policy::types::{DeviceNode, NodeType};
 use crate::atomic_file::{self, Durability};
 use crate::config::{CdiEdits, ResourceConfig};
 use crate::device_set::DeviceSet;
-
-/// The hook names a CDI spec may use.
-pub const HOOK_NAMES: [&str; 6] = [
-    "prestart",
-    "createRuntime",
-    "createContainer",
-    "startContainer",
-    "poststart",
-    "poststop",
-];
 
 /// A CDI spec, as serialised.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -127,44 +118,6 @@ pub fn device_name(kind: &str, id: &str) -> String {
 /// The spec file of `resource` in `dir`: `wdp-<vendor>-<class>.json`.
 pub fn spec_file(dir: &Path, resource: &str) -> PathBuf {
     dir.join(format!("wdp-{}.json", resource.replace('/', "-")))
-}
-
-fn label_ok(label: &str, extra: &str) -> bool {
-    let bytes = label.as_bytes();
-    !label.is_empty()
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && label
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
-}
-
-/// A resource name usable as a CDI kind (`vendor/class`), or why not.
-pub fn check_kind(kind: &str) -> Result<(), String> {
-    let Some((vendor, class)) = kind.split_once('/') else {
-        return Err(format!("`{kind}` is not a CDI kind (vendor/class)"));
-    };
-    // The CDI parser wants a letter first in both parts ("should start
-    // with letter"); a digit there would fail every container at start.
-    for (part, value) in [("vendor", vendor), ("class", class)] {
-        if !value.starts_with(|c: char| c.is_ascii_alphabetic()) || !label_ok(value, "-_.") {
-            return Err(format!(
-                "`{kind}` cannot be a CDI kind: its {part} `{value}` must start with a letter, end with a letter or digit and hold only letters, digits, '-', '_' and '.'"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A device ID usable as a CDI device name, or why not.
-pub fn check_device_name(name: &str) -> Result<(), String> {
-    if label_ok(name, "-_.:") {
-        Ok(())
-    } else {
-        Err(format!(
-            "device ID `{name}` cannot be a CDI device name: it must start and end with a letter or digit and hold only letters, digits, '-', '_', '.' and ':'"
-        ))
-    }
 }
 
 /// A device node as a CDI `deviceNodes` entry: type, major and minor
@@ -311,7 +264,3 @@ pub fn remove(dir: &Path, resource: &str) -> std::io::Result<()> {
         _ => Ok(()),
     }
 }
-
-#[cfg(test)]
-#[path = "cdi_tests.rs"]
-mod tests;

@@ -1,10 +1,9 @@
 //! The few conversions the host still makes: hardware facts into the guest
-//! model (the hardware crate knows nothing of Wasm) and a container
-//! response into the kubelet's wire message. Devices, verdicts and
-//! container responses are the guest model's types throughout the host.
+//! model (the hardware crate knows nothing of Wasm). Devices and verdicts
+//! are the guest model's types throughout the host; what a container
+//! receives is a [`crate::grant::ContainerGrant`].
 
 use wdp_hardware::{Candidate, CandidateKind, DeviceNode, NodeType};
-use wdp_kubelet_api::v1beta1::{CdiDevice, ContainerAllocateResponse, DeviceSpec, Mount};
 use wdp_policy::types as guest;
 
 /// A device node as guests see it (host path as a string).
@@ -39,36 +38,5 @@ pub fn guest_candidate(c: &Candidate, present: bool) -> guest::Candidate {
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect(),
         nodes: c.nodes.iter().map(guest_node).collect(),
-    }
-}
-
-/// The kubelet's `ContainerAllocateResponse` for a container response.
-pub fn kubelet_response(r: guest::ContainerResponse) -> ContainerAllocateResponse {
-    ContainerAllocateResponse {
-        envs: r.envs.into_iter().collect(),
-        mounts: r
-            .mounts
-            .into_iter()
-            .map(|m| Mount {
-                container_path: m.container_path,
-                host_path: m.host_path,
-                read_only: m.read_only,
-            })
-            .collect(),
-        devices: r
-            .devices
-            .into_iter()
-            .map(|d| DeviceSpec {
-                container_path: d.container_path,
-                host_path: d.host_path,
-                permissions: d.permissions,
-            })
-            .collect(),
-        annotations: r.annotations.into_iter().collect(),
-        cdi_devices: r
-            .cdi_devices
-            .into_iter()
-            .map(|name| CdiDevice { name })
-            .collect(),
     }
 }

@@ -1,6 +1,7 @@
 //! The device set of one resource as the kubelet sees it: every advertised
-//! ID with its health, built from discovery's devices and health's
-//! verdicts. Immutable once built; a change is a new set swapped in whole.
+//! ID with its health and NUMA nodes, built from discovery's devices and
+//! health's verdicts. Immutable once built; a change is a new set swapped
+//! in whole. The device plugin turns it into `ListAndWatch` messages.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
@@ -10,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 use wdp_hardware::Candidate;
-use wdp_kubelet_api::v1beta1::{self, ListAndWatchResponse, NumaNode, TopologyInfo};
 use wdp_policy::types::{Device, DeviceNode, DeviceRef, Verdict};
 
 use crate::convert::guest_node;
@@ -150,35 +150,46 @@ impl PositionIndex {
 /// The source of [`DeviceSet::generation`]s.
 static GENERATIONS: AtomicU64 = AtomicU64::new(1);
 
-/// The kubelet's health word.
+/// The kubelet's health word (`Healthy` or `Unhealthy`), as its
+/// `ListAndWatch` message carries it.
 fn health_word(healthy: bool) -> &'static str {
-    if healthy {
-        v1beta1::HEALTHY
-    } else {
-        v1beta1::UNHEALTHY
-    }
-}
-
-/// A device's NUMA nodes as the kubelet's topology (none when unknown).
-fn topology(d: &AdvertisedDevice) -> Option<TopologyInfo> {
-    (!d.device.numa_nodes.is_empty()).then(|| TopologyInfo {
-        nodes: d
-            .device
-            .numa_nodes
-            .iter()
-            .map(|&id| NumaNode { id })
-            .collect(),
-    })
+    if healthy { "Healthy" } else { "Unhealthy" }
 }
 
 /// Encoded length of a non-empty string field (empty strings are not sent).
 fn string_len(tag: u32, value: &str) -> usize {
-    use prost::encoding::{encoded_len_varint, key_len};
     if value.is_empty() {
         0
     } else {
-        key_len(tag) + encoded_len_varint(value.len() as u64) + value.len()
+        delimited_len(tag, value.len())
     }
+}
+
+/// Encoded length of a length-delimited field of `len` bytes.
+fn delimited_len(tag: u32, len: usize) -> usize {
+    use prost::encoding::{encoded_len_varint, key_len};
+    key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+/// Encoded length of a device's `TopologyInfo` field (3): one `NUMANode`
+/// (an `int64 ID`, absent when 0) per node; no field without nodes.
+fn topology_len(numa_nodes: &[i64]) -> usize {
+    use prost::encoding::{encoded_len_varint, key_len};
+    if numa_nodes.is_empty() {
+        return 0;
+    }
+    let nodes: usize = numa_nodes
+        .iter()
+        .map(|&id| {
+            let node = if id == 0 {
+                0
+            } else {
+                key_len(1) + encoded_len_varint(id as u64)
+            };
+            delimited_len(1, node)
+        })
+        .sum();
+    delimited_len(3, nodes)
 }
 
 /// The shared handle `ListAndWatch` streams and RPCs read.
@@ -313,34 +324,18 @@ impl DeviceSet {
         self.devices.iter().filter(|d| d.healthy).count()
     }
 
-    /// The `ListAndWatch` message for this set.
-    pub fn to_list(&self) -> ListAndWatchResponse {
-        ListAndWatchResponse {
-            devices: self
-                .devices
-                .iter()
-                .map(|d| v1beta1::Device {
-                    id: d.device.id.clone(),
-                    health: health_word(d.healthy).to_owned(),
-                    topology: topology(d),
-                })
-                .collect(),
-        }
-    }
-
-    /// The encoded size of [`to_list`](Self::to_list)'s message, computed
-    /// without building it (no copy of any ID): what the kubelet's message
-    /// limit is checked against on every refresh.
+    /// The encoded size of the kubelet's `ListAndWatch` message for this
+    /// set (each device's ID, health word and NUMA nodes), computed without
+    /// building it (no copy of any ID): what the kubelet's message limit is
+    /// checked against on every refresh.
     pub fn list_encoded_len(&self) -> usize {
-        use prost::encoding::{encoded_len_varint, key_len, message, string};
         self.devices
             .iter()
             .map(|d| {
-                let topology = topology(d).map_or(0, |t| message::encoded_len(3, &t));
-                let device = string::encoded_len(1, &d.device.id)
+                let device = string_len(1, &d.device.id)
                     + string_len(2, health_word(d.healthy))
-                    + topology;
-                key_len(1) + encoded_len_varint(device as u64) + device
+                    + topology_len(&d.device.numa_nodes);
+                delimited_len(1, device)
             })
             .sum()
     }

@@ -11,10 +11,10 @@
 
 use std::collections::BTreeSet;
 
-use tonic::Status;
 use wdp_policy::Hook;
 use wdp_policy::types::{ClaimDevice, DeviceCondition, DeviceStatus, NetworkData};
 
+use crate::admission_error::AdmissionError;
 use crate::resource::Resource;
 
 /// The most conditions one device status may carry.
@@ -27,7 +27,10 @@ const MAX_IPS: usize = 16;
 impl Resource {
     /// Runs the `dra-prepare` guest for a claim's `devices` (inside
     /// `guest_call::with_claim`); its statuses, or none without the hook.
-    pub async fn dra_prepare(&self, devices: &[ClaimDevice]) -> Result<Vec<DeviceStatus>, Status> {
+    pub async fn dra_prepare(
+        &self,
+        devices: &[ClaimDevice],
+    ) -> Result<Vec<DeviceStatus>, AdmissionError> {
         let spec = self.spec();
         let Some((binding, guest)) = spec.bound(Hook::DraPrepare) else {
             return Ok(Vec::new());
@@ -44,16 +47,15 @@ impl Resource {
                 move |answer| check_statuses(answer, &ids),
             )
             .await
-            .map_err(|failure| {
-                failure.blame(Status::failed_precondition(format!(
-                    "dra-prepare: {failure}"
-                )))
+            .map_err(|failure| AdmissionError::DraAction {
+                hook: Hook::DraPrepare,
+                failure,
             })
     }
 
     /// Runs the `dra-unprepare` guest for a claim's `devices`; `Ok` without
     /// the hook.
-    pub async fn dra_unprepare(&self, devices: &[ClaimDevice]) -> Result<(), Status> {
+    pub async fn dra_unprepare(&self, devices: &[ClaimDevice]) -> Result<(), AdmissionError> {
         let spec = self.spec();
         let Some((binding, guest)) = spec.bound(Hook::DraUnprepare) else {
             return Ok(());
@@ -69,10 +71,9 @@ impl Resource {
                 |()| Ok(()),
             )
             .await
-            .map_err(|failure| {
-                failure.blame(Status::failed_precondition(format!(
-                    "dra-unprepare: {failure}"
-                )))
+            .map_err(|failure| AdmissionError::DraAction {
+                hook: Hook::DraUnprepare,
+                failure,
             })
     }
 }

@@ -8,7 +8,7 @@
 //! [`check_layout`] and [`check_taints`] are the host's checks of the
 //! guests' answers: a layout that names unknown devices, counter sets or
 //! counters, consumes more than a set holds, repeats a name, has a value
-//! that is not a quantity (read by `wdp_dra_client::quantity`, the same
+//! that is not a quantity (read by `wdp_k8s_naming::quantity`, the same
 //! reader the publisher uses) or too many of anything is refused whole
 //! with the reason, and the last good layout keeps serving.
 
@@ -19,9 +19,7 @@ use wdp_policy::types::{
     Tainted,
 };
 
-use wdp_dra_client::naming::dns_label_problem;
-use wdp_dra_client::quantity::Quantity;
-use wdp_dra_client::{label_name_problem, label_value_problem};
+use wdp_k8s_naming::{Quantity, dns_label_problem, label_name_problem, label_value_problem};
 
 /// The most partitions one resource may describe.
 pub const MAX_PARTITIONS: usize = 1024;

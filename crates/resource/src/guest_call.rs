@@ -42,21 +42,6 @@ use crate::spec::{ResourceSpec, limits};
 /// it (a host import that blocks is the only way to get there).
 const BACKSTOP_GRACE: Duration = Duration::from_secs(2);
 
-/// Metadata key of a refused RPC's status naming the guest at fault.
-const GUEST_METADATA: &str = "wdp-guest";
-/// Metadata key of a refused RPC's status naming the hook at fault.
-const HOOK_METADATA: &str = "wdp-hook";
-
-/// The guest and hook a refused RPC's `status` blames, when a guest's
-/// failure or refusal caused it ([`GuestFailure::blame`]), so the RPC's
-/// log line carries `guest` and `hook` fields as every guest event does.
-pub fn blamed_guest(status: &tonic::Status) -> Option<(&str, &str)> {
-    let metadata = status.metadata();
-    let guest = metadata.get(GUEST_METADATA)?.to_str().ok()?;
-    let hook = metadata.get(HOOK_METADATA)?.to_str().ok()?;
-    Some((guest, hook))
-}
-
 /// A failed guest call as the host sees it. Every message names the guest
 /// and the hook.
 #[derive(Debug, thiserror::Error)]
@@ -125,29 +110,13 @@ impl GuestFailure {
         }
     }
 
-    /// The gRPC status a kubelet RPC fails with, naming the guest and
-    /// hook ([`blamed_guest`] reads them back for the RPC's log line).
-    pub fn into_status(self) -> tonic::Status {
-        let status = match &self {
-            GuestFailure::Call(CallError::Timeout { .. }) | GuestFailure::Backstop { .. } => {
-                tonic::Status::deadline_exceeded(self.to_string())
-            }
-            _ => tonic::Status::internal(self.to_string()),
-        };
-        self.blame(status)
-    }
-
-    /// `status` with this failure's guest and hook in its metadata.
-    pub fn blame(&self, mut status: tonic::Status) -> tonic::Status {
-        let (guest, hook) = self.guest_and_hook();
-        let metadata = status.metadata_mut();
-        if let Ok(value) = guest.parse() {
-            metadata.insert(GUEST_METADATA, value);
-        }
-        if let Ok(value) = hook.interface().parse() {
-            metadata.insert(HOOK_METADATA, value);
-        }
-        status
+    /// Whether the guest ran out of time: its deadline, or the host's
+    /// backstop after it.
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            GuestFailure::Call(CallError::Timeout { .. }) | GuestFailure::Backstop { .. }
+        )
     }
 
     /// A pre-start guest's deliberate refusal: its answer, not a fault.

@@ -6,12 +6,15 @@
 //! admission (preferred allocation, allocate, pre-start), writes CDI specs
 //! and counts what happens in Prometheus metrics.
 //!
-//! It serves no socket, registers nothing and talks to no API server: the
-//! device-plugin transport (`wdp-device-plugin`) and the DRA driver
-//! (`wdp-dra-driver`) do, on top of [`Resource`]; the host (`wdp-host`)
-//! supervises and reloads. It reads hardware only through `wdp-hardware`
-//! and runs guests only through `wdp-policy`, whose types (devices,
-//! verdicts, container responses) are its device model too.
+//! It serves no socket, registers nothing, talks to no API server and
+//! speaks no protocol's wire: an admission answers a [`ContainerGrant`] or
+//! an [`AdmissionError`], which the device-plugin transport
+//! (`wdp-device-plugin`) turns into gRPC messages and statuses and the DRA
+//! driver (`wdp-dra-driver`) into a claim's CDI spec and error, each on top
+//! of [`Resource`]; the host (`wdp-host`) supervises and reloads. It reads
+//! hardware only through `wdp-hardware`, runs guests only through
+//! `wdp-policy`, whose types (devices, verdicts, container responses) are
+//! its device model too, and judges Kubernetes names with `wdp-k8s-naming`.
 //!
 //! The modules, in the order data flows: [`config`] parses the directory
 //! and [`limits`] bounds every size; [`loading`] and [`spec`] put a
@@ -24,9 +27,11 @@
 //! name a prepared claim holds ([`held`])); `resource` is the
 //! per-resource swap point ([`Resource`]), whose health lines [`health_log`]
 //! rate-limits, `admission` the decisions on top of it
-//! ([`Resource::allocate`]) and [`dra_actions`] the DRA prepare and
+//! ([`Resource::allocate`], answering a [`grant`] or an
+//! [`admission_error`]) and [`dra_actions`] the DRA prepare and
 //! unprepare guests ([`Resource::dra_prepare`]); [`cdi`] writes CDI specs,
-//! through [`atomic_file`];
+//! through [`atomic_file`], by the naming rules of [`cdi_names`] (which
+//! [`config`] follows too);
 //! [`metrics`] counts; `error` says what stops a resource from being
 //! served ([`ResourceError`]).
 
@@ -34,9 +39,11 @@
 
 pub mod admin_grants;
 mod admission;
+pub mod admission_error;
 pub mod atomic_file;
 mod builtin;
 pub mod cdi;
+pub mod cdi_names;
 pub mod companions;
 pub mod config;
 mod convert;
@@ -44,6 +51,7 @@ pub mod device_set;
 pub mod dra_actions;
 pub mod dra_layout;
 mod error;
+pub mod grant;
 pub mod guest_call;
 pub mod health_log;
 pub mod held;
@@ -56,8 +64,10 @@ mod services;
 pub mod spec;
 pub mod validate;
 
+pub use admission_error::AdmissionError;
 pub use config::{ConfigError, ConfigSet, ResourceConfig};
 pub use device_set::{AdvertisedDevice, DeviceSet, SharedDeviceSet};
 pub use error::{GuestProblem, ResourceError};
+pub use grant::ContainerGrant;
 pub use metrics::Metrics;
 pub use resource::Resource;

@@ -208,8 +208,9 @@ impl Metrics {
         out
     }
 
-    /// Counts one kubelet RPC and its duration.
-    pub fn observe_rpc(&self, resource: &str, rpc: &str, code: tonic::Code, elapsed: Duration) {
+    /// Counts one kubelet RPC and its duration; `code` is the gRPC status
+    /// code's name (`Ok`, `InvalidArgument`, ...).
+    pub fn observe_rpc(&self, resource: &str, rpc: &str, code: &str, elapsed: Duration) {
         self.rpc_duration
             .get_or_create(&RpcLabels {
                 resource: resource.to_owned(),
@@ -220,7 +221,7 @@ impl Metrics {
             .get_or_create(&RpcResultLabels {
                 resource: resource.to_owned(),
                 rpc: rpc.to_owned(),
-                code: format!("{code:?}"),
+                code: code.to_owned(),
             })
             .inc();
     }

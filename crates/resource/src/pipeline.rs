@@ -154,7 +154,7 @@ pub fn run(
     if spec.config.cdi != CdiMode::Off
         && let Some(problem) = devices
             .iter()
-            .find_map(|d| crate::cdi::check_device_name(&d.id).err())
+            .find_map(|d| crate::cdi_names::check_device_name(&d.id).err())
     {
         return Err(refuse(problem));
     }

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use wdp_kubelet_api::v1beta1::DevicePluginOptions;
 use wdp_policy::signature::{self, TrustedKey};
 use wdp_policy::{CallContext, CallLimits, Guest, Hook, NoHardware, PolicyEngine};
 
@@ -85,14 +84,6 @@ impl ResourceSpec {
             guests,
             signers,
         })
-    }
-
-    /// The options registered with the kubelet.
-    pub fn options(&self) -> DevicePluginOptions {
-        DevicePluginOptions {
-            pre_start_required: self.config.pre_start_required,
-            get_preferred_allocation_available: self.config.get_preferred_allocation,
-        }
     }
 
     /// The binding and guest of `hook`, when a guest implements it.

@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use prost::Message;
-use wdp_kubelet_api::v1beta1::ContainerAllocateResponse;
 use wdp_policy::types::{Device, Verdict};
 
 use crate::device_set::{CandidateLookup, REPLICA_SEPARATOR, advertised_count};
+use crate::grant::ContainerGrant;
 use crate::limits::MAX_DEVICE_ID_LEN;
 use crate::limits::{KUBELET_MAX_MESSAGE_BYTES, MAX_DEVICES_PER_RESOURCE};
 
@@ -129,8 +128,9 @@ pub fn preferred(
     Ok(())
 }
 
-/// A container response's encoded size must fit the kubelet's limit.
-pub fn message_size(response: &ContainerAllocateResponse) -> Result<(), String> {
+/// A container grant's encoded size ([`ContainerGrant::encoded_len`]) must
+/// fit the kubelet's limit.
+pub fn message_size(response: &ContainerGrant) -> Result<(), String> {
     let size = response.encoded_len();
     if size > KUBELET_MAX_MESSAGE_BYTES {
         return Err(format!(
@@ -140,10 +140,10 @@ pub fn message_size(response: &ContainerAllocateResponse) -> Result<(), String> 
     Ok(())
 }
 
-/// A container response: its size ([`message_size`]), absolute paths,
+/// A container grant: its size ([`message_size`]), absolute paths,
 /// permission strings, environment names, and CDI names of the form
 /// `vendor/class=name`.
-pub fn container_response(response: &ContainerAllocateResponse) -> Result<(), String> {
+pub fn container_grant(response: &ContainerGrant) -> Result<(), String> {
     message_size(response)?;
     for spec in &response.devices {
         for path in [&spec.host_path, &spec.container_path] {
@@ -172,13 +172,11 @@ pub fn container_response(response: &ContainerAllocateResponse) -> Result<(), St
     }
     for cdi in &response.cdi_devices {
         let valid = cdi
-            .name
             .split_once('=')
             .is_some_and(|(kind, name)| kind.contains('/') && !name.is_empty());
         if !valid {
             return Err(format!(
-                "CDI device {:?} is not a fully qualified name like vendor.com/class=name",
-                cdi.name
+                "CDI device {cdi:?} is not a fully qualified name like vendor.com/class=name"
             ));
         }
     }

@@ -47,8 +47,8 @@ fn preferred_answers_are_checked() {
 
 #[test]
 fn oversized_answers_are_refused() {
-    let mut response = ContainerAllocateResponse::default();
+    let mut response = ContainerGrant::default();
     response.envs.insert("BIG".into(), "x".repeat(5 << 20));
-    let err = container_response(&response).unwrap_err();
+    let err = container_grant(&response).unwrap_err();
     assert!(err.contains("4194304-byte"), "{err}");
 }

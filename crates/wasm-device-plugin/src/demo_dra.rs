@@ -266,7 +266,7 @@ fn counter_values(counters: &BTreeMap<String, Counter>) -> String {
 fn describe_device(device: &Device) -> String {
     // A device is published under the reversible name of its ID; a
     // partition under its own ID, which seldom decodes.
-    let id = wdp_dra_client::naming::device_id(&device.name)
+    let id = wdp_k8s_naming::device_id(&device.name)
         .map(|id| format!("ID {id}"))
         .unwrap_or_else(|_| "a partition".to_owned());
     let consumes = device

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use wdp_device_plugin::kubelet_status;
+
 use wdp_resource::spec::ResourceSpec;
 use wdp_resource::{Resource, SharedDeviceSet};
 
@@ -196,7 +198,11 @@ async fn show_preferred(
     size: usize,
 ) -> Vec<String> {
     let started = Instant::now();
-    match resource.preferred(healthy, must_include, size as i32).await {
+    match resource
+        .preferred(healthy, must_include, size as i32)
+        .await
+        .map_err(kubelet_status)
+    {
         Ok(ids) => {
             println!(
                 "  preferred-allocation (size {size}): {ids:?} in {}",
@@ -218,7 +224,7 @@ async fn show_preferred(
 /// Allocates the `chosen` devices and prints the container edits.
 async fn show_allocate(resource: &Resource, chosen: &[String]) {
     let started = Instant::now();
-    match resource.allocate(chosen).await {
+    match resource.allocate(chosen).await.map_err(kubelet_status) {
         Ok(response) => {
             println!("  allocate {chosen:?} in {}:", ms(started.elapsed()));
             for d in &response.devices {
@@ -246,7 +252,7 @@ async fn show_allocate(resource: &Resource, chosen: &[String]) {
                 println!("    annotation {k}={v}");
             }
             for c in &response.cdi_devices {
-                println!("    cdi {}", c.name);
+                println!("    cdi {c}");
             }
         }
         Err(status) => println!(
@@ -260,7 +266,7 @@ async fn show_allocate(resource: &Resource, chosen: &[String]) {
 /// Runs the pre-start hook on the `chosen` devices and prints its answer.
 async fn show_pre_start(resource: &Resource, chosen: &[String]) {
     let started = Instant::now();
-    match resource.pre_start(chosen).await {
+    match resource.pre_start(chosen).await.map_err(kubelet_status) {
         Ok(()) => println!("  pre-start: ok in {}", ms(started.elapsed())),
         Err(status) => println!(
             "  pre-start FAILED ({:?}): {}",

@@ -30,9 +30,9 @@ use crate::error::ApiError;
 use crate::plan::{PoolTarget, plan_pool};
 use crate::pool::PoolContent;
 use crate::problem::DeviceProblem;
-use crate::quantity::Quantity;
 use crate::validate::validate_pool;
 use crate::version::ServerVersion;
+use wdp_k8s_naming::Quantity;
 
 /// What the publisher remembers between passes.
 #[derive(Debug, Default)]

@@ -65,7 +65,7 @@ pub fn load_set(dir: &Path, set: Option<&str>) -> Result<ConfigSet, ConfigError>
         check_version(&host_path, host.version)?;
         // The state label is `<node-label>.state`: both must be label names.
         let label = &host.config_sets.node_label;
-        if let Some(problem) = wdp_dra_client::label_name_problem(&format!("{label}.state")) {
+        if let Some(problem) = wdp_k8s_naming::label_name_problem(&format!("{label}.state")) {
             return Err(ConfigError::invalid(
                 &host_path,
                 "config-sets.node-label",

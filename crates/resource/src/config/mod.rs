@@ -32,6 +32,6 @@ pub use schema::{
     CONFIG_VERSION, CdiEdits, CdiHook, CdiMode, CdiMount, ConfigSetsSettings, DEFAULT_SET_LABEL,
     GuestSignatures, HOST_FILE, HookConfig, HookDefaults, HostSettings, OnError, ServingApi,
 };
-pub use serving::{PUBLISH_INTERVAL_MS, validate_driver_name};
+pub use serving::{DEFAULT_PUBLISH_INTERVAL, PUBLISH_INTERVAL_MS, validate_driver_name};
 pub use socket::{default_socket_name, socket_path, validate_socket_name};
 pub use validate::{parse_resource, validate_resource_name};

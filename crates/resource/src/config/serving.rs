@@ -73,7 +73,7 @@ pub(super) fn check_serving_api(
                     ));
                 }
             }
-            crate::cdi::check_kind(&raw.resource)
+            crate::cdi_names::check_kind(&raw.resource)
                 .map_err(|p| ConfigError::invalid(file, "resource", p))?;
             Ok(Some(driver.clone()))
         }
@@ -86,13 +86,18 @@ pub(super) fn check_serving_api(
 /// device stays schedulable until then).
 pub const PUBLISH_INTERVAL_MS: RangeInclusive<i64> = 100..=600_000;
 
+/// The shortest time between two ResourceSlice writes of a DRA resource's
+/// pool when its file sets no `publish-interval-ms`: the driver hands it to
+/// the publisher (`PoolTarget::with_min_write_interval`).
+pub const DEFAULT_PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The write interval of a DRA resource's ResourceSlices: `publish-interval-ms`
-/// within [`PUBLISH_INTERVAL_MS`], or the publisher's default (1 s). Refused,
+/// within [`PUBLISH_INTERVAL_MS`], or [`DEFAULT_PUBLISH_INTERVAL`] (1 s). Refused,
 /// by file and key, out of range or on a device-plugin resource.
 pub(super) fn publish_interval(file: &Path, raw: &RawResource) -> Result<Duration, ConfigError> {
     const FIELD: &str = "publish-interval-ms";
     let Some(ms) = raw.publish_interval_ms else {
-        return Ok(wdp_dra_client::DEFAULT_MIN_WRITE_INTERVAL);
+        return Ok(DEFAULT_PUBLISH_INTERVAL);
     };
     if raw.api != ServingApi::Dra {
         return Err(ConfigError::invalid(
@@ -116,9 +121,9 @@ pub(super) fn publish_interval(file: &Path, raw: &RawResource) -> Result<Duratio
 }
 
 /// A DRA driver name: a DNS subdomain of at most 63 characters (what the
-/// ResourceSlice `driver` field accepts), by `wdp_dra_client`'s rule.
+/// ResourceSlice `driver` field accepts), by `wdp_k8s_naming`'s rule.
 pub fn validate_driver_name(driver: &str) -> Result<(), String> {
-    wdp_dra_client::naming::check_driver_name(driver).map_err(|e| e.to_string())
+    wdp_k8s_naming::check_driver_name(driver).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

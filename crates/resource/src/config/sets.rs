@@ -66,7 +66,7 @@ pub fn named_sets(dir: &Path) -> Result<Vec<String>, ConfigError> {
 }
 
 /// Why `name` cannot name a set, if it cannot: it must be a non-empty
-/// label value (`wdp_dra_client`'s rule), and not `default`.
+/// label value (`wdp_k8s_naming`'s rule), and not `default`.
 pub fn set_name_problem(name: &str) -> Option<String> {
     if name == DEFAULT_SET {
         return Some(format!("`{DEFAULT_SET}` names the top-level set"));
@@ -74,7 +74,7 @@ pub fn set_name_problem(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("empty; a set's name is a node label's value".to_owned());
     }
-    wdp_dra_client::label_value_problem(name)
+    wdp_k8s_naming::label_value_problem(name)
         .map(|problem| format!("not a node label's value: {problem}"))
 }
 

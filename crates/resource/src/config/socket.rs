@@ -7,6 +7,10 @@ use super::error::ConfigError;
 use super::model::{ConfigSet, ResourceConfig};
 use crate::limits::MAX_SOCKET_PATH_BYTES;
 
+/// The kubelet's own socket in the device-plugin directory, which no
+/// resource's socket may take.
+const KUBELET_SOCKET: &str = "kubelet.sock";
+
 /// A socket file name that could be bound in some device-plugin directory:
 /// a plain, visible file name other than `kubelet.sock`, without NUL bytes
 /// or control characters, no longer than a Unix socket path may be.
@@ -16,7 +20,7 @@ pub fn validate_socket_name(socket: &str) -> Result<(), String> {
     if socket.is_empty()
         || socket.contains('/')
         || socket.starts_with('.')
-        || socket == wdp_kubelet_api::v1beta1::KUBELET_SOCKET
+        || socket == KUBELET_SOCKET
     {
         return Err(format!(
             "`{socket}` must be a plain file name inside the device-plugin directory (not kubelet.sock)"

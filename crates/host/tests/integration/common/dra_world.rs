@@ -182,7 +182,7 @@ pub fn claim_ref(claim: &ResourceClaim) -> dra::Claim {
 }
 
 pub fn name_of(id: &str) -> String {
-    wdp_dra_client::naming::device_name(id).unwrap()
+    wdp_k8s_naming::device_name(id).unwrap()
 }
 
 /// Checks a CDI spec the way container runtimes' CDI library does.

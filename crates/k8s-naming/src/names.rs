@@ -200,5 +200,5 @@ pub fn dns_subdomain_problem(name: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "naming_tests.rs"]
+#[path = "names_tests.rs"]
 mod tests;

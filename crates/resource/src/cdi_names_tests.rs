@@ -1,3 +1,5 @@
+//! Tests of the CDI naming rules.
+
 use super::*;
 
 #[test]
