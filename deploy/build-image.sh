@@ -23,7 +23,7 @@
 # bytes (timestamps come from SOURCE_DATE_EPOCH, default the last commit's).
 #
 # Environment: IMAGE_PROFILE (default release: fat LTO, what a release
-# publishes; CI sets ci-image, the same binary unoptimised, built in a
+# publishes; CI sets quick, the same binary unoptimised, built in a
 # fraction of the time, to check the image's layout and that its binary
 # starts and serves), CARGO_TARGET_DIR (honoured), IMAGE_TAG (default
 # wasm-device-plugin:<crate version>), SOURCE_DATE_EPOCH.
