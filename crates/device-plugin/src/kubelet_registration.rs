@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use wdp_kubelet_api::v1beta1::{self, RegisterRequest, registration_client::RegistrationClient};
-use wdp_kubelet_socket::Backoff;
 use wdp_kubelet_socket::served_socket::inode;
+use wdp_kubelet_socket::{Backoff, KubeletMetrics};
 use wdp_resource::Resource;
 
 /// Why a registration attempt failed.
@@ -76,8 +76,14 @@ impl KubeletRegistration {
         self.due
     }
 
-    /// Calls `Register` now; on failure, says when to try again.
-    pub(crate) async fn attempt(&mut self, resource: &Resource, registered: &watch::Sender<bool>) {
+    /// Calls `Register` now, counted in `metrics`; on failure, says when to
+    /// try again.
+    pub(crate) async fn attempt(
+        &mut self,
+        resource: &Resource,
+        metrics: &KubeletMetrics,
+        registered: &watch::Sender<bool>,
+    ) {
         let name = resource.name();
         match register(&self.dir, resource).await {
             Ok(()) => {
@@ -86,7 +92,7 @@ impl KubeletRegistration {
                 self.backoff.reset();
                 self.kubelet_inode = inode(&self.kubelet_socket);
                 registered.send_replace(true);
-                resource.metrics().registration(name, true);
+                metrics.registration(name, true);
                 tracing::info!(resource = %name, "registered with the kubelet");
             }
             Err(RegisterError::NoKubelet(path)) => {
@@ -103,7 +109,7 @@ impl KubeletRegistration {
             }
             Err(error) => {
                 registered.send_replace(false);
-                resource.metrics().registration(name, false);
+                metrics.registration(name, false);
                 let wait = self.backoff.step();
                 self.due = Some(Instant::now() + wait);
                 // The first refusal after a kubelet start is the usual race

@@ -7,7 +7,8 @@
 //! restart;
 //! `service` answers the five RPCs and fans `ListAndWatch` out from the
 //! resource's device set; [`wire`] puts the resource's grants, refusals,
-//! device list and options in the API's messages.
+//! device list and options in the API's messages; [`metrics`] counts the
+//! open streams.
 //!
 //! It makes no decision of its own: which devices exist, their health and
 //! what a container receives come from [`wdp_resource::Resource`]. It
@@ -17,10 +18,12 @@
 #![warn(missing_docs)]
 
 mod kubelet_registration;
+pub mod metrics;
 mod server;
 mod service;
 pub mod wire;
 
 pub use kubelet_registration::RegisterError;
+pub use metrics::DevicePluginMetrics;
 pub use server::{FolderEvent, ServerHandle};
 pub use wire::kubelet_status;

@@ -22,6 +22,7 @@ use tonic::service::Routes;
 use wdp_kubelet_api::v1beta1::device_plugin_server::DevicePluginServer;
 
 use crate::kubelet_registration::KubeletRegistration;
+use crate::metrics::DevicePluginMetrics;
 use crate::service::DevicePluginService;
 use wdp_kubelet_socket::{RegistrationSocket, ServedSocket, SocketServer, Unlink};
 use wdp_resource::Resource;
@@ -47,9 +48,11 @@ pub struct ServerHandle {
 impl ServerHandle {
     /// Starts serving and registering `resource` in `dir`: through
     /// `kubelet.sock` there, or, when `registry` is given, through a
-    /// registration socket in that plugins registry folder.
+    /// registration socket in that plugins registry folder; counted in
+    /// `metrics`.
     pub fn start(
         resource: Arc<Resource>,
+        metrics: Arc<DevicePluginMetrics>,
         dir: PathBuf,
         registry: Option<PathBuf>,
         events: &broadcast::Sender<FolderEvent>,
@@ -60,15 +63,11 @@ impl ServerHandle {
         let (registered_tx, registered) = watch::channel(false);
         // At 0 from the start, so "no stream" is a value alerts can see
         // (only device-plugin resources have this series).
-        let _ = resource
-            .metrics()
-            .watchers
-            .get_or_create(&wdp_resource::metrics::ResourceLabel {
-                resource: resource.name().to_owned(),
-            });
+        let _ = metrics.streams_of(resource.name());
         let supervisor = Supervisor {
             name: resource.name().to_owned(),
             resource,
+            metrics,
             dir,
             registry,
             events: events.subscribe(),
@@ -137,6 +136,7 @@ enum Closing {
 /// it registered, until stopped.
 struct Supervisor {
     resource: Arc<Resource>,
+    metrics: Arc<DevicePluginMetrics>,
     name: String,
     dir: PathBuf,
     registry: Option<PathBuf>,
@@ -155,9 +155,11 @@ impl Supervisor {
             let socket = self.resource.spec().config.socket.clone();
             let path = self.dir.join(&socket);
             let resource = self.resource.clone();
+            let metrics = self.metrics.clone();
             let routes = |server_stop| {
                 Routes::new(DevicePluginServer::new(DevicePluginService::new(
                     resource,
+                    metrics,
                     server_stop,
                 )))
             };
@@ -211,7 +213,7 @@ impl Supervisor {
             registry,
             served.path(),
             self.registered.clone(),
-            self.resource.metrics().registration_observer(),
+            self.metrics.kubelet.registration_observer(),
             &self.stop,
         )
     }
@@ -236,7 +238,9 @@ impl Supervisor {
                 if !served.is_ours() {
                     return Closing::Removed;
                 }
-                kubelet.attempt(&self.resource, &self.registered).await;
+                kubelet
+                    .attempt(&self.resource, &self.metrics.kubelet, &self.registered)
+                    .await;
                 continue;
             }
             tokio::select! {

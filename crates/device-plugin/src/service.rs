@@ -16,8 +16,8 @@ use wdp_kubelet_api::v1beta1::{
 };
 
 use wdp_resource::Resource;
-use wdp_resource::metrics::ResourceLabel;
 
+use crate::metrics::DevicePluginMetrics;
 use crate::wire::{blamed_guest, device_list, kubelet_response, kubelet_status, plugin_options};
 
 /// Serves one resource until `stop` is cancelled; `ListAndWatch` streams
@@ -25,13 +25,23 @@ use crate::wire::{blamed_guest, device_list, kubelet_response, kubelet_status, p
 #[derive(Clone)]
 pub struct DevicePluginService {
     resource: Arc<Resource>,
+    metrics: Arc<DevicePluginMetrics>,
     stop: CancellationToken,
 }
 
 impl DevicePluginService {
-    /// The service of `resource`, ending its streams when `stop` fires.
-    pub fn new(resource: Arc<Resource>, stop: CancellationToken) -> Self {
-        Self { resource, stop }
+    /// The service of `resource`, counted in `metrics`, ending its
+    /// streams when `stop` fires.
+    pub fn new(
+        resource: Arc<Resource>,
+        metrics: Arc<DevicePluginMetrics>,
+        stop: CancellationToken,
+    ) -> Self {
+        Self {
+            resource,
+            metrics,
+            stop,
+        }
     }
 
     fn finish<T>(
@@ -54,7 +64,7 @@ impl DevicePluginService {
                 status.code()
             }
         };
-        self.resource.metrics().observe_rpc(
+        self.metrics.kubelet.observe_rpc(
             self.resource.name(),
             rpc,
             &format!("{code:?}"),
@@ -83,16 +93,14 @@ impl DevicePlugin for DevicePluginService {
     ) -> Result<Response<Self::ListAndWatchStream>, Status> {
         let mut updates = self.resource.subscribe();
         let stop = self.stop.clone();
-        let metrics = self.resource.metrics().clone();
-        let label = ResourceLabel {
-            resource: self.resource.name().to_owned(),
-        };
-        tracing::debug!(resource = %label.resource, "ListAndWatch opened");
+        let metrics = self.metrics.clone();
+        let resource = self.resource.name().to_owned();
+        tracing::debug!(resource = %resource, "ListAndWatch opened");
         // The first message is the full list, sent before the task starts.
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let first = device_list(&updates.borrow_and_update());
         tokio::spawn(async move {
-            let gauge = metrics.watchers.get_or_create(&label).clone();
+            let gauge = metrics.streams_of(&resource);
             gauge.inc();
             if tx.send(Ok(first)).await.is_ok() {
                 loop {
@@ -112,7 +120,7 @@ impl DevicePlugin for DevicePluginService {
                 }
             }
             gauge.dec();
-            tracing::debug!(resource = %label.resource, "ListAndWatch closed");
+            tracing::debug!(resource = %resource, "ListAndWatch closed");
         });
         let stream: ListStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
         Ok(Response::new(stream))

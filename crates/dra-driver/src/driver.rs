@@ -32,13 +32,14 @@ use crate::cleanup;
 use crate::handover::Handover;
 use crate::health::HealthService;
 use crate::kube_api::DraApi;
+use crate::metrics::DraMetrics;
 use crate::prepare::ClaimPreparer;
 use crate::publish::SliceSync;
 use crate::service::{DraPluginService, DraPluginV1beta1};
 use wdp_kubelet_socket::plugin_watcher::{
     RegistrationSocket, dra_plugin_info, dra_registration_socket_name,
 };
-use wdp_kubelet_socket::{SocketServer, Unlink};
+use wdp_kubelet_socket::{SocketServer, StatusObserver, Unlink};
 use wdp_resource::Resource;
 
 /// The gRPC services a driver offers the kubelet, newest first (the
@@ -112,9 +113,10 @@ pub struct DraDriver {
 impl DraDriver {
     /// Serves `resource` as `driver`: its checkpoint is read, its sockets
     /// served, its device set published as ResourceSlices through `api`,
-    /// which also reads its claims.
+    /// which also reads its claims; counted in `metrics`.
     pub fn start(
         resource: Arc<Resource>,
+        metrics: Arc<DraMetrics>,
         driver: &str,
         paths: &DriverPaths,
         api: &DraApi,
@@ -131,18 +133,15 @@ impl DraDriver {
             )
             .with_status_writer(api.write_status.clone()),
         );
-        resource.metrics().set_dra_driver(resource.name(), driver);
+        metrics.set_driver(resource.name(), driver);
         let stop = parent.child_token();
         tokio::spawn(cleanup::clean_up(
             preparer.clone(),
             api.read_claim.clone(),
             stop.clone(),
         ));
-        let service = DraPluginService::new(
-            preparer.clone(),
-            api.read_claim.clone(),
-            resource.metrics().clone(),
-        );
+        let service =
+            DraPluginService::new(preparer.clone(), api.read_claim.clone(), metrics.clone());
         let (registered_tx, registered) = watch::channel(false);
         remove_stale_sockets(paths, driver);
         let handover = Handover::start(&paths.state_dir, driver, &paths.instance_id(), &stop);
@@ -156,7 +155,7 @@ impl DraDriver {
             resource.subscribe(),
             Box::new(move || spawn_publisher(target.clone(), fence.clone(), &publisher_stop)),
             handover.leading(),
-            resource.metrics().clone(),
+            metrics.clone(),
         );
         let health = HealthService::new(resource.subscribe(), driver, paths.node_name.clone())
             .with_stop(stop.clone());
@@ -166,7 +165,7 @@ impl DraDriver {
             service,
             health,
             Arc::new(registered_tx),
-            resource,
+            metrics.kubelet.registration_observer(),
             stop.clone(),
         ));
         Self {
@@ -401,7 +400,7 @@ async fn serve_loop(
     service: DraPluginService,
     health: HealthService,
     registered: Arc<watch::Sender<bool>>,
-    resource: Arc<Resource>,
+    registrations: StatusObserver,
     stop: CancellationToken,
 ) {
     let socket = paths.dra_socket(&driver);
@@ -428,7 +427,7 @@ async fn serve_loop(
             paths.registration_socket(&driver),
             dra_plugin_info(&driver, &socket, &SERVICES),
             registered.clone(),
-            resource.metrics().registration_observer(),
+            registrations.clone(),
             &stop,
         );
         let removed = tokio::select! {

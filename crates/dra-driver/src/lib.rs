@@ -22,7 +22,8 @@
 //! v1beta1); `kube_api` connects to the API server ([`connect`],
 //! [`DraApi`]); `driver` runs one driver (sockets, registration, slice
 //! publishing, health stream: [`DraDriver`]); `report` is what `check`
-//! prints of a DRA resource ([`dra_report`]).
+//! prints of a DRA resource ([`dra_report`]); [`metrics`] counts claims
+//! and publishing.
 //!
 //! It does not parse the configuration, load guests or read hardware
 //! (`wdp-resource` does), nor decide when a driver starts, stops or is
@@ -45,6 +46,7 @@ mod handover;
 mod health;
 mod in_flight;
 mod kube_api;
+pub mod metrics;
 mod prepare;
 mod publish;
 mod recorded_spec;
@@ -57,6 +59,7 @@ pub use driver::{DraDriver, Draining, DriverPaths};
 pub use error::DraError;
 pub use health::HealthService;
 pub use kube_api::{DraApi, connect};
+pub use metrics::DraMetrics;
 pub use publish::SliceSync;
 pub use report::{DraReport, check_publishable, dra_report};
 /// What [`DraDriver::publish_status`] reports, from the slice publisher.

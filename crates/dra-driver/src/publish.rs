@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 use wdp_dra_client::{ApiError, PoolContent, PublishStatus, PublisherHandle};
 
 use crate::devices::{DeviceProblem, dra_devices};
+use crate::metrics::DraMetrics;
 use wdp_resource::device_set::SharedDeviceSet;
-use wdp_resource::metrics::Metrics;
 
 /// Starts a publisher for the driver's pool (each time this instance takes
 /// the publishing over).
@@ -52,7 +52,7 @@ impl SliceSync {
         devices: watch::Receiver<SharedDeviceSet>,
         start_publisher: StartPublisher,
         leading: watch::Receiver<bool>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<DraMetrics>,
     ) -> Self {
         let driver = driver.into();
         let (status_tx, status) = watch::channel(PublishStatus::default());
@@ -277,7 +277,7 @@ async fn publish_while_leading(
 async fn report_status(
     driver: String,
     mut status: watch::Receiver<PublishStatus>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<DraMetrics>,
     stop: CancellationToken,
 ) {
     let mut last_error: Option<String> = None;
@@ -298,14 +298,14 @@ async fn report_status(
         }
         let current = status.borrow_and_update().clone();
         if let Some(pool) = &current.published {
-            metrics.set_dra_published(&driver, pool.generation, pool.slices);
+            metrics.set_published(&driver, pool.generation, pool.slices);
         }
         for _ in counted_failures..current.failed_passes {
-            metrics.dra_publish_error(&driver);
+            metrics.publish_error(&driver);
         }
         counted_failures = counted_failures.max(current.failed_passes);
         if current.writes > counted_writes {
-            metrics.dra_slice_writes(&driver, current.writes - counted_writes);
+            metrics.count_slice_writes(&driver, current.writes - counted_writes);
             counted_writes = current.writes;
         }
         match (&current.error, &last_error) {

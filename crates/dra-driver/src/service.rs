@@ -14,8 +14,8 @@ use wdp_kubelet_api::dra::{v1, v1beta1};
 
 use crate::checkpoint::PreparedDevice;
 use crate::claim::ClaimRef;
+use crate::metrics::{DraMetrics, DraOperation};
 use crate::prepare::ClaimPreparer;
-use wdp_resource::metrics::{DraOperation, Metrics};
 
 /// Reads a claim from the API server: `Ok(None)` when it does not exist,
 /// `Err` with the reason when the API server cannot answer.
@@ -28,7 +28,7 @@ pub type ClaimReader = Arc<
 pub struct DraPluginService {
     preparer: Arc<ClaimPreparer>,
     read_claim: ClaimReader,
-    metrics: Arc<Metrics>,
+    metrics: Arc<DraMetrics>,
 }
 
 impl std::fmt::Debug for DraPluginService {
@@ -89,7 +89,7 @@ impl DraPluginService {
     pub fn new(
         preparer: Arc<ClaimPreparer>,
         read_claim: ClaimReader,
-        metrics: Arc<Metrics>,
+        metrics: Arc<DraMetrics>,
     ) -> Self {
         Self {
             preparer,
@@ -180,7 +180,7 @@ impl DraPluginService {
             (self.read_claim)(claim.clone()).await
         };
         let outcome = self.preparer.prepare(&claim, read).await;
-        self.metrics.observe_dra_claim(
+        self.metrics.observe_claim(
             self.preparer.driver(),
             DraOperation::Prepare,
             outcome.is_ok(),
@@ -193,7 +193,7 @@ impl DraPluginService {
     async fn unprepare_claim(&self, claim: ClaimRef) -> Result<(), String> {
         let started = Instant::now();
         let outcome = self.preparer.unprepare(&claim).await;
-        self.metrics.observe_dra_claim(
+        self.metrics.observe_claim(
             self.preparer.driver(),
             DraOperation::Unprepare,
             outcome.is_ok(),
@@ -208,7 +208,7 @@ impl DraPluginService {
         } else {
             tonic::Code::Ok
         };
-        self.metrics.observe_rpc(
+        self.metrics.kubelet.observe_rpc(
             self.preparer.resource().name(),
             rpc,
             &format!("{code:?}"),

@@ -10,15 +10,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
+use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wdp_dra_client::{PoolTarget, SlicePublisher};
+use wdp_dra_driver::DraMetrics;
 use wdp_dra_driver::SliceSync;
 use wdp_fake_apiserver::FakeApiServer;
 use wdp_k8s_naming as naming;
+use wdp_kubelet_socket::KubeletMetrics;
 use wdp_policy::types::{Device, Verdict};
+use wdp_resource::DeviceSet;
 use wdp_resource::device_set::SharedDeviceSet;
-use wdp_resource::{DeviceSet, Metrics};
 
 const DRIVER: &str = "gpu.example.com";
 const NODE: &str = "node-a";
@@ -56,6 +59,28 @@ fn device_set(unhealthy: &[(&str, &str)]) -> SharedDeviceSet {
     Arc::new(DeviceSet::build(&devices, &verdicts, &BTreeMap::new()))
 }
 
+/// The DRA families in a registry of their own, as the host registers
+/// them.
+struct Metrics {
+    registry: Registry,
+    dra: Arc<DraMetrics>,
+}
+
+impl Metrics {
+    fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("wasm_device_plugin");
+        let kubelet = KubeletMetrics::register(&mut registry);
+        let dra = DraMetrics::register(&mut registry, kubelet);
+        Arc::new(Self { registry, dra })
+    }
+
+    fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).unwrap();
+        out
+    }
+}
+
 struct Setup {
     server: FakeApiServer,
     devices: watch::Sender<SharedDeviceSet>,
@@ -83,7 +108,13 @@ async fn setup() -> Setup {
     let metrics = Metrics::new();
     // The only instance: it always publishes.
     let (_, leading) = watch::channel(true);
-    let sync = SliceSync::start(DRIVER, receiver, start_publisher, leading, metrics.clone());
+    let sync = SliceSync::start(
+        DRIVER,
+        receiver,
+        start_publisher,
+        leading,
+        metrics.dra.clone(),
+    );
     Setup {
         server,
         devices,

@@ -17,6 +17,8 @@
 //! before the supervisor applies it; [`config_sets`] says which
 //! configuration set the node's label names and records the one applied,
 //! `set_follower` follows the label and switches the set live;
+//! [`metrics`] holds the one registry every layer counts into
+//! ([`Metrics`]) and the host's own families;
 //! `offline` is `check`, `test` and `precompile` ([`check`],
 //! [`load_offline`], [`precompile`]); `error` is the one error type
 //! ([`HostError`]).
@@ -25,6 +27,7 @@
 
 pub mod config_sets;
 mod error;
+pub mod metrics;
 mod offline;
 mod options;
 mod preflight;
@@ -36,6 +39,7 @@ mod watch;
 
 pub use config_sets::{SwitchState, set_for_label};
 pub use error::HostError;
+pub use metrics::Metrics;
 pub use offline::{
     HookReport, LoadedResource, PrecompileReport, ResourceReport, check, check_set, load_offline,
     load_offline_set, precompile,

@@ -11,7 +11,7 @@ use wdp_policy::Hook;
 use wdp_dra_driver::{DraReport, dra_report};
 use wdp_resource::config::{self, CdiMode};
 use wdp_resource::loading::{load_specs, new_engine};
-use wdp_resource::{DeviceSet, Metrics, Resource, ResourceError};
+use wdp_resource::{DeviceSet, Resource, ResourceError, ResourceMetrics};
 
 use crate::error::HostError;
 
@@ -188,7 +188,7 @@ pub fn load_offline_set(
     let engine = new_engine(&config)?;
     let specs = load_specs(&engine, &config)?;
     let root = HostRoot::new(host_root);
-    let metrics = Metrics::new();
+    let metrics = ResourceMetrics::unregistered();
     let resources = specs
         .into_values()
         .map(|spec| Resource::new(spec, root.clone(), metrics.clone(), None))

@@ -13,9 +13,10 @@ use wdp_hardware::HostRoot;
 use wdp_policy::PolicyEngine;
 use wdp_resource::loading::{load_changed_specs, ms};
 use wdp_resource::spec::ResourceSpec;
-use wdp_resource::{ConfigSet, DeviceSet, Metrics, Resource};
+use wdp_resource::{ConfigSet, DeviceSet, Resource};
 
 use crate::error::HostError;
+use crate::metrics::Metrics;
 
 /// What a reload changed, by resource name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,7 +83,7 @@ pub(crate) fn plan(
                 let (resource, warnings) = Resource::new(
                     spec.clone(),
                     inputs.root.clone(),
-                    inputs.metrics.clone(),
+                    inputs.metrics.resource.clone(),
                     Some(inputs.cdi_dir.clone()),
                 )?;
                 check_publishable(spec, &resource.devices())?;

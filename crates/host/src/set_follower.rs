@@ -26,12 +26,12 @@ impl Host {
         let result = self.try_reload(Some(set.clone())).await;
         match &result {
             Ok(_) => {
-                self.metrics.reload(true);
+                self.metrics.host.reload(true);
                 self.last_error.send_replace(None);
                 config_sets::record(&self.options.state_dir, set.as_deref());
             }
             Err(error) => {
-                self.metrics.reload(false);
+                self.metrics.host.reload(false);
                 self.last_error.send_replace(Some(error.to_string()));
             }
         }

@@ -16,10 +16,11 @@ use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
 use wdp_resource::loading::{load_specs, ms, new_engine};
-use wdp_resource::{ConfigSet, DeviceSet, Metrics, Resource};
+use wdp_resource::{ConfigSet, DeviceSet, Resource};
 
 use crate::config_sets;
 use crate::error::HostError;
+use crate::metrics::Metrics;
 use crate::options::HostOptions;
 use crate::preflight;
 use crate::reload::{self, PlanInputs, ReloadPlan, ReloadSummary};
@@ -103,8 +104,10 @@ impl Host {
                 tracing::warn!(resource = %resource.name(), %warning, "hardware scan");
             }
         }
-        metrics.reload(true);
-        metrics.set_config_set(config_sets::shown(config.set.as_deref()), &config.digest);
+        metrics.host.reload(true);
+        metrics
+            .host
+            .set_config_set(config_sets::shown(config.set.as_deref()), &config.digest);
 
         let (events, _) = broadcast::channel(64);
         tracing::info!(
@@ -236,6 +239,7 @@ impl Host {
         let serving = match driver {
             None => Serving::DevicePlugin(ServerHandle::start(
                 resource.clone(),
+                self.metrics.device_plugin.clone(),
                 self.options.device_plugin_dir.clone(),
                 (self.registration == RegistrationPath::PluginWatcher)
                     .then(|| self.options.plugins_registry_dir.clone()),
@@ -271,6 +275,7 @@ impl Host {
                 };
                 Serving::Dra(DraDriver::start(
                     resource.clone(),
+                    self.metrics.dra.clone(),
                     &driver,
                     &self.driver_paths(),
                     &api,
@@ -333,7 +338,7 @@ impl Host {
         let result = self.try_reload(None).await;
         match &result {
             Ok(summary) => {
-                self.metrics.reload(true);
+                self.metrics.host.reload(true);
                 self.last_error.send_replace(None);
                 if summary.is_empty() {
                     tracing::debug!("config directory unchanged");
@@ -342,7 +347,7 @@ impl Host {
                 }
             }
             Err(error) => {
-                self.metrics.reload(false);
+                self.metrics.host.reload(false);
                 self.last_error.send_replace(Some(error.to_string()));
                 tracing::error!(%error, "configuration refused; the last good configuration keeps serving");
             }
@@ -380,7 +385,7 @@ impl Host {
         }
         self.engine
             .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
-        self.metrics.set_config_set(
+        self.metrics.host.set_config_set(
             config_sets::shown(new_config.set.as_deref()),
             &new_config.digest,
         );
@@ -491,7 +496,7 @@ impl Host {
     /// Stops serving resource `name`, which left the configuration.
     async fn remove(&self, name: &str, r: Running) {
         if let Some(driver) = r.dra() {
-            self.metrics.forget_driver(name, driver.driver());
+            self.metrics.dra.forget_driver(name, driver.driver());
         }
         if let Some(draining) = r.withdraw().await {
             self.draining.lock().await.push(draining);
@@ -557,7 +562,7 @@ async fn load_resources(
         engine.clone(),
         config.clone(),
         root.clone(),
-        metrics.clone(),
+        metrics.resource.clone(),
     );
     let cdi_dir = cdi_dir.to_owned();
     tokio::task::spawn_blocking(move || {

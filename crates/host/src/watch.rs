@@ -10,9 +10,9 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::broadcast;
 use wdp_device_plugin::FolderEvent;
 use wdp_kubelet_api::v1beta1;
-use wdp_resource::Metrics;
 
 use crate::error::HostError;
+use crate::metrics::Metrics;
 
 /// One message per change in the config directory.
 pub(crate) type ChangeEvents = tokio::sync::mpsc::UnboundedReceiver<()>;
@@ -59,7 +59,7 @@ pub(crate) fn watch_plugin_dir(
             };
             match event.kind {
                 EventKind::Create(_) if file == v1beta1::KUBELET_SOCKET => {
-                    metrics.kubelet_restarts.inc();
+                    metrics.host.kubelet_restarts.inc();
                     let _ = events.send(FolderEvent::KubeletSocketCreated);
                 }
                 EventKind::Remove(_) | EventKind::Modify(notify::event::ModifyKind::Name(_)) => {

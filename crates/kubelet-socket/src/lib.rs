@@ -10,17 +10,20 @@
 //! ([`plugin_watcher::PluginInfo`]) and what happens when the kubelet
 //! answers (a `watch` flag and a callback) come from the caller. The
 //! device-plugin transport (`wdp-device-plugin`) and the DRA driver
-//! (`wdp-dra-driver`) serve their own gRPC services through it.
+//! (`wdp-dra-driver`) serve their own gRPC services through it, and count
+//! what both do with the kubelet (RPCs, registrations) in [`metrics`].
 
 #![warn(missing_docs)]
 
 pub mod authority;
 pub mod backoff;
+pub mod metrics;
 pub mod plugin_watcher;
 pub mod served_socket;
 
 pub use authority::AuthorityFix;
 pub use backoff::Backoff;
+pub use metrics::KubeletMetrics;
 pub use plugin_watcher::{
     DEFAULT_PLUGINS_REGISTRY_DIR, RegistrationMode, RegistrationPath, RegistrationSocket,
     StatusObserver,

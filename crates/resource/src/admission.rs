@@ -158,12 +158,7 @@ impl Resource {
             }
         };
         validate::message_size(&response).map_err(AdmissionError::AnswerTooLarge)?;
-        self.metrics()
-            .allocated_devices
-            .get_or_create(&crate::metrics::ResourceLabel {
-                resource: self.name().to_owned(),
-            })
-            .inc_by(ids.len() as u64);
+        self.metrics().allocated(self.name(), ids.len());
         Ok(response)
     }
 

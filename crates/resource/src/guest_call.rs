@@ -34,7 +34,7 @@ use wdp_policy::{CallContext, CallError, CallErrorKind, Guest, Hook};
 use crate::config::HookBinding;
 use prometheus_client::metrics::gauge::Gauge;
 
-use crate::metrics::{GuestLabels, Metrics};
+use crate::metrics::{GuestLabels, ResourceMetrics};
 use crate::services::ResourceServices;
 use crate::spec::{ResourceSpec, limits};
 
@@ -150,7 +150,7 @@ pub async fn with_claim<F: std::future::Future>(
 pub struct GuestCaller {
     resource: String,
     root: HostRoot,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ResourceMetrics>,
     /// Hooks whose latest call failed (for once-per-change logging).
     failing: Mutex<BTreeSet<Hook>>,
     /// Total time spent in [`call_blocking`](Self::call_blocking) calls
@@ -168,7 +168,7 @@ impl std::fmt::Debug for GuestCaller {
 
 impl GuestCaller {
     /// A caller for the guests of `resource`, reading hardware under `root`.
-    pub fn new(resource: &str, root: HostRoot, metrics: Arc<Metrics>) -> Self {
+    pub fn new(resource: &str, root: HostRoot, metrics: Arc<ResourceMetrics>) -> Self {
         Self {
             resource: resource.to_owned(),
             root,

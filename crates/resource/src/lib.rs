@@ -32,7 +32,8 @@
 //! unprepare guests ([`Resource::dra_prepare`]); [`cdi`] writes CDI specs,
 //! through [`atomic_file`], by the naming rules of [`cdi_names`] (which
 //! [`config`] follows too);
-//! [`metrics`] counts; `error` says what stops a resource from being
+//! [`metrics`] counts what the pipeline does (the other layers count the
+//! rest into the same registry); `error` says what stops a resource from being
 //! served ([`ResourceError`]).
 
 #![warn(missing_docs)]
@@ -69,5 +70,5 @@ pub use config::{ConfigError, ConfigSet, ResourceConfig};
 pub use device_set::{AdvertisedDevice, DeviceSet, SharedDeviceSet};
 pub use error::{GuestProblem, ResourceError};
 pub use grant::ContainerGrant;
-pub use metrics::Metrics;
+pub use metrics::ResourceMetrics;
 pub use resource::Resource;

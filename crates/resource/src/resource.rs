@@ -22,7 +22,7 @@ use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
 use crate::health_log::{HealthLine, HealthLog};
 use crate::held::{HeldDevice, HeldLayout};
-use crate::metrics::Metrics;
+use crate::metrics::ResourceMetrics;
 use crate::pipeline::{self, DiscoveryState, Mode, Refreshed};
 use crate::spec::ResourceSpec;
 
@@ -40,7 +40,7 @@ pub struct Resource {
     /// The latest scan and fallback warnings, to log only changes.
     warnings: Mutex<BTreeSet<String>>,
     pub(crate) caller: GuestCaller,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ResourceMetrics>,
     /// Wakes the refresh loop (new spec, explicit request).
     refresh_wanted: Notify,
     /// inotify on the selected hardware, where the kernel gives events;
@@ -76,7 +76,7 @@ impl Resource {
     pub fn new(
         spec: ResourceSpec,
         root: HostRoot,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ResourceMetrics>,
         cdi_dir: Option<PathBuf>,
     ) -> Result<(Arc<Self>, Vec<String>), ResourceError> {
         let name = spec.config.resource.clone();
@@ -140,8 +140,8 @@ impl Resource {
         self.devices.subscribe()
     }
 
-    /// The host's metrics.
-    pub fn metrics(&self) -> &Arc<Metrics> {
+    /// The resource pipeline's metric families.
+    pub(crate) fn metrics(&self) -> &Arc<ResourceMetrics> {
         &self.metrics
     }
 

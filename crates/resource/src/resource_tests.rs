@@ -21,7 +21,13 @@ fn nodes_resource(count: usize) -> (tempfile::TempDir, Arc<Resource>) {
         .into_values()
         .next()
         .unwrap();
-    let (resource, _) = Resource::new(spec, HostRoot::new(&root), Metrics::new(), None).unwrap();
+    let (resource, _) = Resource::new(
+        spec,
+        HostRoot::new(&root),
+        ResourceMetrics::unregistered(),
+        None,
+    )
+    .unwrap();
     (tmp, resource)
 }
 

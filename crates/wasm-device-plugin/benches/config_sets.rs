@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use wdp_fake_apiserver::FakeApiServer;
+use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
 use wdp_kubelet_sim::SimKubelet;
-use wdp_resource::Metrics;
 
 const LABEL: &str = "wasm-device-plugin.io/config";
 const WAIT: Duration = Duration::from_secs(30);

@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use wdp_host::{Host, HostOptions};
+use wdp_host::{Host, HostOptions, Metrics};
 use wdp_kubelet_sim::{Admission, PluginRecord, SimKubelet};
-use wdp_resource::Metrics;
 
 use crate::demo_dra::{DEMO_NODE, DraWorld};
 

@@ -24,11 +24,11 @@ fn text_unless_openmetrics_is_preferred() {
 
 #[test]
 fn counters_are_named_by_their_samples_in_text_format() {
-    let metrics = wdp_resource::Metrics::new();
-    metrics.reload(true);
-    metrics.registration("example.com/fuse", true);
-    metrics.set_devices("example.com/fuse", 3, 1);
-    metrics.observe_guest(
+    let metrics = wdp_host::Metrics::new();
+    metrics.host.reload(true);
+    metrics.kubelet.registration("example.com/fuse", true);
+    metrics.resource.set_devices("example.com/fuse", 3, 1);
+    metrics.resource.observe_guest(
         "example.com/fuse",
         "shaper.wasm",
         "allocate",

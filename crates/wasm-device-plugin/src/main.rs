@@ -23,8 +23,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
-use wdp_resource::Metrics;
 
 use registration::Registration;
 use tasks::{offline, wait_for_signal};

@@ -132,7 +132,7 @@ async fn a_resource_that_grants_the_mig_capabilities_by_name_hands_them_out() {
 async fn a_start_and_a_reload_adding_an_admin_companion_are_refused_and_the_last_good_state_serves()
 {
     let world = gpu_world("", MIG_CAPS);
-    let error = wdp_host::Host::start(world.options(), wdp_resource::Metrics::new())
+    let error = wdp_host::Host::start(world.options(), wdp_host::Metrics::new())
         .await
         .unwrap_err()
         .to_string();

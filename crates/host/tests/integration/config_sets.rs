@@ -8,8 +8,8 @@ use std::sync::Arc;
 use crate::common::{WAIT, World, sample, wait_metrics};
 use k8s_openapi::api::core::v1::Node;
 use wdp_fake_apiserver::FakeApiServer;
+use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
-use wdp_resource::Metrics;
 
 const LABEL: &str = "wasm-device-plugin.io/config";
 const STATE: &str = "wasm-device-plugin.io/config.state";

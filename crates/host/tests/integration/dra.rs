@@ -8,9 +8,9 @@ use std::sync::Arc;
 use crate::common::WAIT;
 use crate::common::dra_world::*;
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
 use wdp_kubelet_api::dra::v1 as dra;
-use wdp_resource::Metrics;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_are_prepared_into_cdi_specs_idempotently_and_unprepared_after_a_restart() {

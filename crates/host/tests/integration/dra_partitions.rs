@@ -558,7 +558,7 @@ async fn what_check_refuses_is_refused_at_start_and_at_reload_the_same_way() {
             .unwrap_err()
             .to_string();
         let reloaded = host.reload().await.unwrap_err().to_string();
-        let started = wdp_host::Host::start(w.options(), wdp_resource::Metrics::new())
+        let started = wdp_host::Host::start(w.options(), wdp_host::Metrics::new())
             .await
             .unwrap_err()
             .to_string();

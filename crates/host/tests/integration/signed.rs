@@ -167,7 +167,7 @@ async fn an_unsigned_guest_is_refused_at_start_and_a_tampered_one_at_reload_whil
     let sig = world.config().join("guests/allocate.wasm.sig");
     let signature = std::fs::read(&sig).unwrap();
     std::fs::remove_file(&sig).unwrap();
-    let error = wdp_host::Host::start(world.options(), wdp_resource::Metrics::new())
+    let error = wdp_host::Host::start(world.options(), wdp_host::Metrics::new())
         .await
         .unwrap_err()
         .to_string();

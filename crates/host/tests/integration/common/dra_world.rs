@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use wdp_fake_apiserver::FakeApiServer;
+use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
 use wdp_kubelet_api::dra::v1 as dra;
 use wdp_kubelet_api::pluginregistration::{
     InfoRequest, RegistrationStatus, registration_client::RegistrationClient,
 };
-use wdp_resource::Metrics;
 
 use super::{WAIT, World};
 

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tempfile::TempDir;
+use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
 use wdp_kubelet_api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
 use wdp_kubelet_sim::SimKubelet;
-use wdp_resource::Metrics;
 
 pub mod dra_world;
 

@@ -2,11 +2,33 @@
 
 use super::*;
 
+/// The DRA families in a registry of their own, and its exposition.
+struct Exposed {
+    registry: Registry,
+    metrics: Arc<DraMetrics>,
+}
+
+impl Exposed {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("wasm_device_plugin");
+        let kubelet = KubeletMetrics::register(&mut Registry::default());
+        let metrics = DraMetrics::register(&mut registry, kubelet);
+        Self { registry, metrics }
+    }
+
+    fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).unwrap();
+        out
+    }
+}
+
 #[test]
 fn a_started_driver_shows_its_counters_at_zero() {
-    let metrics = Metrics::new();
-    metrics.set_dra_driver("example.com/gpu", "gpu.example.com");
-    let text = metrics.encode();
+    let exposed = Exposed::new();
+    let metrics = &exposed.metrics;
+    metrics.set_driver("example.com/gpu", "gpu.example.com");
+    let text = exposed.encode();
     for line in [
         r#"wasm_device_plugin_dra_slice_publish_errors_total{driver="gpu.example.com"} 0"#,
         r#"wasm_device_plugin_dra_slice_writes_total{driver="gpu.example.com"} 0"#,
@@ -20,25 +42,26 @@ fn a_started_driver_shows_its_counters_at_zero() {
 
 #[test]
 fn dra_records_show_up_in_the_exposition() {
-    let metrics = Metrics::new();
+    let exposed = Exposed::new();
+    let metrics = &exposed.metrics;
     let driver = "gpu.example.com";
-    metrics.observe_dra_claim(
+    metrics.observe_claim(
         driver,
         DraOperation::Prepare,
         true,
         Duration::from_millis(3),
     );
-    metrics.observe_dra_claim(
+    metrics.observe_claim(
         driver,
         DraOperation::Prepare,
         false,
         Duration::from_millis(1),
     );
-    metrics.observe_dra_claim(driver, DraOperation::Unprepare, true, Duration::ZERO);
-    metrics.dra_publish_error(driver);
-    metrics.set_dra_published(driver, 7, 2);
-    metrics.set_dra_driver("example.com/gpu", driver);
-    let text = metrics.encode();
+    metrics.observe_claim(driver, DraOperation::Unprepare, true, Duration::ZERO);
+    metrics.publish_error(driver);
+    metrics.set_published(driver, 7, 2);
+    metrics.set_driver("example.com/gpu", driver);
+    let text = exposed.encode();
     for line in [
         r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="success"} 1"#,
         r#"wasm_device_plugin_dra_claims_total{driver="gpu.example.com",operation="prepare",result="failure"} 1"#,
@@ -52,7 +75,7 @@ fn dra_records_show_up_in_the_exposition() {
         assert!(text.contains(line), "missing {line} in\n{text}");
     }
     metrics.forget_driver("example.com/gpu", driver);
-    let text = metrics.encode();
+    let text = exposed.encode();
     for gone in [
         r#"wasm_device_plugin_dra_published_generation{"#,
         r#"wasm_device_plugin_dra_driver_info{"#,

@@ -1,0 +1,59 @@
+//! Tests of `metrics`: every layer's families in the one registry, each
+//! once, in registration order.
+
+use super::*;
+
+#[test]
+fn every_family_is_exposed_once_with_its_type() {
+    let text = Metrics::new().encode();
+    let types: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE wasm_device_plugin_"))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "devices gauge",
+            "allocated_devices counter",
+            "guest_calls counter",
+            "guest_call_duration_seconds histogram",
+            "guest_calls_in_flight gauge",
+            "rpc_requests counter",
+            "rpc_duration_seconds histogram",
+            "registrations counter",
+            "reloads counter",
+            "config_valid gauge",
+            "config_set_info gauge",
+            "kubelet_restarts counter",
+            "list_and_watch_streams gauge",
+            "dra_claims counter",
+            "dra_claim_duration_seconds histogram",
+            "dra_slice_publish_errors counter",
+            "dra_slice_writes counter",
+            "dra_published_generation gauge",
+            "dra_published_slices gauge",
+            "dra_driver_info gauge",
+        ],
+        "{text}"
+    );
+}
+
+#[test]
+fn a_removed_resource_leaves_no_device_or_stream_series() {
+    let metrics = Metrics::new();
+    metrics.resource.set_devices("example.com/fuse", 3, 1);
+    let _ = metrics
+        .device_plugin
+        .streams
+        .get_or_create(&wdp_resource::metrics::ResourceLabel {
+            resource: "example.com/fuse".to_owned(),
+        });
+    assert!(
+        metrics
+            .encode()
+            .contains(r#"list_and_watch_streams{resource="example.com/fuse"} 0"#)
+    );
+    metrics.forget_resource("example.com/fuse");
+    let text = metrics.encode();
+    assert!(!text.contains("example.com/fuse"), "{text}");
+}
