@@ -1,11 +1,45 @@
 //! Tests of `metrics`: every layer's families in the one registry, each
 //! once, in registration order.
 
+use std::time::Duration;
+
 use super::*;
 
 #[test]
 fn every_family_is_exposed_once_with_its_type() {
-    let text = Metrics::new().encode();
+    // A family shows in the exposition once it has a series: one each.
+    let metrics = Metrics::new();
+    let resource = "example.com/gpu";
+    let driver = "gpu.example.com";
+    metrics.resource.set_devices(resource, 1, 0);
+    metrics.resource.allocated(resource, 1);
+    metrics
+        .resource
+        .observe_guest(resource, "g.wasm", "health", "ok", Duration::ZERO);
+    let _ =
+        metrics
+            .resource
+            .guest_calls_in_flight
+            .get_or_create(&wdp_resource::metrics::GuestLabels {
+                resource: resource.to_owned(),
+                guest: "g.wasm".to_owned(),
+                hook: "health".to_owned(),
+            });
+    metrics
+        .kubelet
+        .observe_rpc(resource, "Allocate", "Ok", Duration::ZERO);
+    metrics.kubelet.registration(resource, true);
+    metrics.host.reload(true);
+    metrics.host.set_config_set("default", "sha256:0");
+    let _ = metrics
+        .device_plugin
+        .streams
+        .get_or_create(&wdp_resource::metrics::ResourceLabel {
+            resource: resource.to_owned(),
+        });
+    metrics.dra.set_driver(resource, driver);
+    metrics.dra.set_published(driver, 1, 1);
+    let text = metrics.encode();
     let types: Vec<&str> = text
         .lines()
         .filter_map(|line| line.strip_prefix("# TYPE wasm_device_plugin_"))
