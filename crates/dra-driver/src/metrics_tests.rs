@@ -11,7 +11,7 @@ struct Exposed {
 impl Exposed {
     fn new() -> Self {
         let mut registry = Registry::with_prefix("wasm_device_plugin");
-        let kubelet = KubeletMetrics::register(&mut Registry::default());
+        let kubelet = KubeletMetrics::register(&mut Registry::default(), latency_histogram);
         let metrics = DraMetrics::register(&mut registry, kubelet);
         Self { registry, metrics }
     }

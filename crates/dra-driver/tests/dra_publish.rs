@@ -69,7 +69,8 @@ struct Metrics {
 impl Metrics {
     fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("wasm_device_plugin");
-        let kubelet = KubeletMetrics::register(&mut registry);
+        let kubelet =
+            KubeletMetrics::register(&mut registry, wdp_resource::metrics::latency_histogram);
         let dra = DraMetrics::register(&mut registry, kubelet);
         Arc::new(Self { registry, dra })
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::plugin_watcher::StatusObserver;
@@ -46,12 +46,6 @@ pub struct RegistrationLabels {
     pub result: String,
 }
 
-/// 20 µs .. ~40 s: the buckets of `wdp_resource::metrics::latency_histogram`
-/// (this crate is below it, and every duration histogram shares them).
-fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.000_02, 2.5, 16))
-}
-
 /// The families both kubelet protocols count, registered once.
 #[derive(Debug)]
 pub struct KubeletMetrics {
@@ -65,10 +59,13 @@ pub struct KubeletMetrics {
 
 impl KubeletMetrics {
     /// The kubelet-facing families, registered in `registry` and at zero.
-    pub fn register(registry: &mut Registry) -> Arc<Self> {
+    /// `latency_histogram` makes the RPC duration histograms: the host
+    /// passes `wdp_resource::metrics::latency_histogram`, the buckets every
+    /// duration histogram shares (this crate is below none of it).
+    pub fn register(registry: &mut Registry, latency_histogram: fn() -> Histogram) -> Arc<Self> {
         let metrics = Self {
             rpc_requests: Family::default(),
-            rpc_duration: Family::new_with_constructor(latency_histogram as fn() -> _),
+            rpc_duration: Family::new_with_constructor(latency_histogram),
             registrations: Family::default(),
         };
         registry.register(
