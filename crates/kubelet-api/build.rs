@@ -22,5 +22,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;
+    // PodResources is proto package `v1` too (as is DRA health v1): its
+    // code goes to a folder of its own so the two `v1.rs` stay apart.
+    let pod_resources = "podresources/v1/api.proto";
+    println!(
+        "cargo:rerun-if-changed={}",
+        proto_root.join(pod_resources).display()
+    );
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?).join("podresources");
+    std::fs::create_dir_all(&out_dir)?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .out_dir(out_dir)
+        .compile_fds(protox::compile([pod_resources], [&proto_root])?)?;
     Ok(())
 }

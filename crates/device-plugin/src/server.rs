@@ -43,6 +43,7 @@ pub struct ServerHandle {
     task: JoinHandle<()>,
     reregister: Arc<Notify>,
     registered: watch::Receiver<bool>,
+    retiring: watch::Sender<bool>,
 }
 
 impl ServerHandle {
@@ -61,6 +62,7 @@ impl ServerHandle {
         let stop = parent.child_token();
         let reregister = Arc::new(Notify::new());
         let (registered_tx, registered) = watch::channel(false);
+        let retiring = watch::Sender::new(false);
         // At 0 from the start, so "no stream" is a value alerts can see
         // (only device-plugin resources have this series).
         let _ = metrics.streams_of(resource.name());
@@ -73,6 +75,7 @@ impl ServerHandle {
             events: events.subscribe(),
             reregister: reregister.clone(),
             registered: Arc::new(registered_tx),
+            retiring: retiring.subscribe(),
             stop: stop.clone(),
         };
         let task = tokio::spawn(supervisor.run());
@@ -81,7 +84,26 @@ impl ServerHandle {
             task,
             reregister,
             registered,
+            retiring,
         }
+    }
+
+    /// Hands the resource over to the DRA API: from now on the server
+    /// offers no device (every one `Unhealthy` in `ListAndWatch`, so the
+    /// kubelet's allocatable count drops to 0, and `Allocate` and
+    /// `GetPreferredAllocation` refused) but stays registered, so that
+    /// containers holding devices through it start again as before (the
+    /// kubelet drops a stopped plugin's endpoint after 5 minutes, and a
+    /// restarting container then cannot start). `false` offers devices
+    /// again (a switch back before the handover finished).
+    pub fn set_retiring(&self, retiring: bool) {
+        self.retiring
+            .send_if_modified(|now| std::mem::replace(now, retiring) != retiring);
+    }
+
+    /// Whether the server offers no device ([`set_retiring`](Self::set_retiring)).
+    pub fn is_retiring(&self) -> bool {
+        *self.retiring.borrow()
     }
 
     /// Registers again (options changed) or serves again (socket changed).
@@ -143,6 +165,7 @@ struct Supervisor {
     events: broadcast::Receiver<FolderEvent>,
     reregister: Arc<Notify>,
     registered: Arc<watch::Sender<bool>>,
+    retiring: watch::Receiver<bool>,
     stop: CancellationToken,
 }
 
@@ -156,12 +179,12 @@ impl Supervisor {
             let path = self.dir.join(&socket);
             let resource = self.resource.clone();
             let metrics = self.metrics.clone();
+            let retiring = self.retiring.clone();
             let routes = |server_stop| {
-                Routes::new(DevicePluginServer::new(DevicePluginService::new(
-                    resource,
-                    metrics,
-                    server_stop,
-                )))
+                Routes::new(DevicePluginServer::new(
+                    DevicePluginService::new(resource, metrics, server_stop)
+                        .with_retiring(retiring),
+                ))
             };
             let Some(served) = server.serve(&path, routes).await else {
                 return;

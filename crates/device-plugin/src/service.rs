@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::Stream;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 use wdp_kubelet_api::v1beta1::{
@@ -18,7 +19,10 @@ use wdp_kubelet_api::v1beta1::{
 use wdp_resource::Resource;
 
 use crate::metrics::DevicePluginMetrics;
-use crate::wire::{blamed_guest, device_list, kubelet_response, kubelet_status, plugin_options};
+use crate::wire::{
+    blamed_guest, device_list, kubelet_response, kubelet_status, plugin_options,
+    retiring_device_list,
+};
 
 /// Serves one resource until `stop` is cancelled; `ListAndWatch` streams
 /// end when it is, so the server's graceful shutdown completes.
@@ -27,6 +31,8 @@ pub struct DevicePluginService {
     resource: Arc<Resource>,
     metrics: Arc<DevicePluginMetrics>,
     stop: CancellationToken,
+    /// `true` while the resource is handed over to DRA: no device offered.
+    retiring: watch::Receiver<bool>,
 }
 
 impl DevicePluginService {
@@ -41,7 +47,26 @@ impl DevicePluginService {
             resource,
             metrics,
             stop,
+            retiring: watch::Sender::new(false).subscribe(),
         }
+    }
+
+    /// The same service, offering no device while `retiring` is `true`
+    /// (see `ServerHandle::set_retiring`).
+    pub fn with_retiring(mut self, retiring: watch::Receiver<bool>) -> Self {
+        self.retiring = retiring;
+        self
+    }
+
+    /// Refuses an admission while the resource is handed over to DRA.
+    fn refuse_if_retiring(&self) -> Result<(), Status> {
+        if *self.retiring.borrow() {
+            return Err(Status::failed_precondition(format!(
+                "{} is being handed over to DRA: the device-plugin API offers no device of it any more",
+                self.resource.name()
+            )));
+        }
+        Ok(())
     }
 
     fn finish<T>(
@@ -92,30 +117,40 @@ impl DevicePlugin for DevicePluginService {
         _request: Request<Empty>,
     ) -> Result<Response<Self::ListAndWatchStream>, Status> {
         let mut updates = self.resource.subscribe();
+        let mut retiring = self.retiring.clone();
         let stop = self.stop.clone();
         let metrics = self.metrics.clone();
         let resource = self.resource.name().to_owned();
         tracing::debug!(resource = %resource, "ListAndWatch opened");
         // The first message is the full list, sent before the task starts.
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        let first = device_list(&updates.borrow_and_update());
+        let list = |set: &wdp_resource::DeviceSet, retiring: bool| match retiring {
+            true => retiring_device_list(set),
+            false => device_list(set),
+        };
+        let first = list(&updates.borrow_and_update(), *retiring.borrow_and_update());
         tokio::spawn(async move {
             let gauge = metrics.streams_of(&resource);
             gauge.inc();
             if tx.send(Ok(first)).await.is_ok() {
+                // A service made without a retiring switch has nobody to
+                // flip it: its `changed` ends at once, and is not awaited.
+                let mut may_retire = true;
                 loop {
                     tokio::select! {
                         _ = stop.cancelled() => break,
                         _ = tx.closed() => break,
-                        changed = updates.changed() => {
-                            if changed.is_err() {
-                                break;
-                            }
-                            let list = device_list(&updates.borrow_and_update());
-                            if tx.send(Ok(list)).await.is_err() {
-                                break;
-                            }
-                        }
+                        changed = updates.changed() => if changed.is_err() {
+                            break;
+                        },
+                        changed = retiring.changed(), if may_retire => if changed.is_err() {
+                            may_retire = false;
+                            continue;
+                        },
+                    }
+                    let next = list(&updates.borrow_and_update(), *retiring.borrow_and_update());
+                    if tx.send(Ok(next)).await.is_err() {
+                        break;
                     }
                 }
             }
@@ -132,6 +167,7 @@ impl DevicePlugin for DevicePluginService {
     ) -> Result<Response<PreferredAllocationResponse>, Status> {
         let started = Instant::now();
         let result = async {
+            self.refuse_if_retiring()?;
             let request = request.into_inner();
             let mut container_responses = Vec::with_capacity(request.container_requests.len());
             for c in &request.container_requests {
@@ -161,6 +197,7 @@ impl DevicePlugin for DevicePluginService {
     ) -> Result<Response<AllocateResponse>, Status> {
         let started = Instant::now();
         let result = async {
+            self.refuse_if_retiring()?;
             let request = request.into_inner();
             if request.container_requests.is_empty() {
                 return Err(Status::invalid_argument("Allocate without container requests"));

@@ -90,17 +90,35 @@ pub fn blamed_guest(status: &Status) -> Option<(&str, &str)> {
 }
 
 /// The `ListAndWatch` message for a device set: each advertised ID with
-/// its health word and NUMA nodes.
+/// its health word (`Unhealthy` too when withheld, so the kubelet neither
+/// counts it allocatable nor picks it) and NUMA nodes.
 pub fn device_list(set: &DeviceSet) -> ListAndWatchResponse {
     ListAndWatchResponse {
-        devices: set.devices().iter().map(kubelet_device).collect(),
+        devices: set
+            .devices()
+            .iter()
+            .map(|d| kubelet_device(d, set.offers(d)))
+            .collect(),
     }
 }
 
-fn kubelet_device(d: &AdvertisedDevice) -> v1beta1::Device {
+/// The `ListAndWatch` message that offers nothing: every device of `set`
+/// `Unhealthy`, for a server that hands its resource over to DRA and stays
+/// registered only for the containers that hold devices already.
+pub fn retiring_device_list(set: &DeviceSet) -> ListAndWatchResponse {
+    ListAndWatchResponse {
+        devices: set
+            .devices()
+            .iter()
+            .map(|d| kubelet_device(d, false))
+            .collect(),
+    }
+}
+
+fn kubelet_device(d: &AdvertisedDevice, offered: bool) -> v1beta1::Device {
     v1beta1::Device {
         id: d.id().to_owned(),
-        health: if d.healthy {
+        health: if offered {
             v1beta1::HEALTHY
         } else {
             v1beta1::UNHEALTHY

@@ -71,6 +71,14 @@ impl<'a> Picked<'a> {
                 device.reason
             ));
         }
+        if set.withholding().withholds(&device.device.device_id) {
+            return Err(format!(
+                "claim {claim}: device {:?} (ID {:?}) is withheld: {}",
+                result.device,
+                device.id(),
+                set.withholding().reason
+            ));
+        }
         Ok(Self {
             device,
             shared: !partition && extras.allows_multiple_allocations(&device.device.device_id),

@@ -29,6 +29,12 @@
 //! guest's taints come first (an unqualified key gets `<driver>/`); the
 //! health taint follows unless the guest gave its key itself.
 //!
+//! A withheld device (`wdp_resource::withholding`: while the resource
+//! moves over from the device-plugin API, one a running container holds)
+//! is left out, and so are its partitions: not tainted, because a
+//! scheduler without the `DRADeviceTaints` gate ignores taints, and a
+//! device left out cannot be allocated by any scheduler.
+//!
 //! The `dra-layout` guest's answer (WIT 0.1.2) adds the counter sets of
 //! the pool, each device's counter consumption, capacity and whether it
 //! may be allocated several times, and partitions: devices of their own,
@@ -126,7 +132,11 @@ pub fn dra_devices(driver: &str, set: &DeviceSet) -> DraDeviceList {
         counter_sets: extras.counter_sets.iter().map(counter_set).collect(),
         ..DraDeviceList::default()
     };
+    let withholding = set.withholding();
     for device in set.devices() {
+        if withholding.withholds(&device.device.device_id) {
+            continue;
+        }
         if let Some(mut dra) = dra_device(driver, device, &mut list.problems) {
             apply_extras(driver, extras, device, &mut dra);
             list.devices.push(dra);
@@ -147,6 +157,9 @@ pub fn dra_devices(driver: &str, set: &DeviceSet) -> DraDeviceList {
         else {
             continue;
         };
+        if withholding.withholds(&parent.device.device_id) {
+            continue;
+        }
         if let Some(dra) = partition_device(driver, extras, parent, partition, &mut list.problems) {
             list.devices.push(dra);
         }

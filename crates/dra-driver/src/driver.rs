@@ -15,6 +15,7 @@
 //! (`crate::handover`). Sockets an earlier instance left behind (nothing
 //! listens on them any more) are removed at start.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -292,6 +293,7 @@ impl DraDriver {
         } = self;
         let drained = stop.clone();
         let name = driver.clone();
+        let still_prepared = preparer.clone();
         let drain = tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -308,6 +310,7 @@ impl DraDriver {
         });
         Some(Draining {
             driver,
+            preparer: still_prepared,
             stop,
             task: drain,
         })
@@ -319,6 +322,7 @@ impl DraDriver {
 #[derive(Debug)]
 pub struct Draining {
     driver: String,
+    preparer: Arc<ClaimPreparer>,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -327,6 +331,14 @@ impl Draining {
     /// The driver name.
     pub fn driver(&self) -> &str {
         &self.driver
+    }
+
+    /// A view of the claims it still serves, for following them while the
+    /// resource moves to the device-plugin API.
+    pub fn claims(&self) -> DrainingClaims {
+        DrainingClaims {
+            preparer: self.preparer.clone(),
+        }
     }
 
     /// Whether every claim was unprepared and the sockets are gone.
@@ -339,6 +351,33 @@ impl Draining {
     pub async fn stop(self) {
         self.stop.cancel();
         let _ = self.task.await;
+    }
+}
+
+/// The claims a [`Draining`] driver still serves.
+#[derive(Clone, Debug)]
+pub struct DrainingClaims {
+    preparer: Arc<ClaimPreparer>,
+}
+
+impl DrainingClaims {
+    /// The device IDs (the hardware: a partition's parent) the claims
+    /// still prepared hold: what the device-plugin API must not offer
+    /// while the resource moves back to it.
+    pub async fn held_device_ids(&self) -> BTreeSet<String> {
+        self.preparer
+            .prepared_claims()
+            .await
+            .into_values()
+            .flat_map(|claim| claim.devices)
+            .map(|device| device.partition_of.unwrap_or(device.device_id))
+            .collect()
+    }
+
+    /// Waits until a claim is unprepared or `at_most` passed; answers how
+    /// many claims are left.
+    pub async fn wait_for_unprepare(&self, at_most: Duration) -> usize {
+        self.preparer.wait_for_unprepare(at_most).await
     }
 }
 

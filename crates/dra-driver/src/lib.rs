@@ -55,7 +55,7 @@ mod service;
 mod shared_checkpoint;
 mod standard_attributes;
 
-pub use driver::{DraDriver, Draining, DriverPaths};
+pub use driver::{DraDriver, Draining, DrainingClaims, DriverPaths};
 pub use error::DraError;
 pub use health::HealthService;
 pub use kube_api::{DraApi, connect};

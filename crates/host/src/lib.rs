@@ -19,12 +19,16 @@
 //! `set_follower` follows the label and switches the set live;
 //! [`metrics`] holds the one registry every layer counts into
 //! ([`Metrics`]) and the host's own families;
+//! `api_switch` hands a resource's devices over when a reload moves it
+//! between the device-plugin API and DRA, `switching` is the host's side
+//! of that, and `switch_record` what of it survives a restart;
 //! `offline` is `check`, `test` and `precompile` ([`check`],
 //! [`load_offline`], [`precompile`]); `error` is the one error type
 //! ([`HostError`]).
 
 #![warn(missing_docs)]
 
+mod api_switch;
 pub mod config_sets;
 mod error;
 pub mod metrics;
@@ -35,8 +39,11 @@ mod reload;
 mod running;
 mod set_follower;
 mod supervisor;
+mod switch_record;
+mod switching;
 mod watch;
 
+pub use api_switch::{POD_RESOURCES_POLL, POD_RESOURCES_RETRY_MAX, RECENT_GRANTS};
 pub use config_sets::{SwitchState, set_for_label};
 pub use error::HostError;
 pub use metrics::Metrics;
@@ -44,7 +51,9 @@ pub use offline::{
     HookReport, LoadedResource, PrecompileReport, ResourceReport, check, check_set, load_offline,
     load_offline_set, precompile,
 };
-pub use options::{DEFAULT_PLUGINS_DIR, DEFAULT_STATE_DIR, HostOptions};
+pub use options::{
+    DEFAULT_PLUGINS_DIR, DEFAULT_POD_RESOURCES_SOCKET, DEFAULT_STATE_DIR, HostOptions,
+};
 pub use reload::ReloadSummary;
 pub use supervisor::Host;
 /// What `check` and `test` print of a DRA resource.

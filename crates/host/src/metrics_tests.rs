@@ -25,6 +25,7 @@ fn every_family_is_exposed_once_with_its_type() {
                 guest: "g.wasm".to_owned(),
                 hook: "health".to_owned(),
             });
+    metrics.resource.set_withheld(resource, 1);
     metrics
         .kubelet
         .observe_rpc(resource, "Allocate", "Ok", Duration::ZERO);
@@ -52,6 +53,7 @@ fn every_family_is_exposed_once_with_its_type() {
             "guest_calls counter",
             "guest_call_duration_seconds histogram",
             "guest_calls_in_flight gauge",
+            "devices_withheld gauge",
             "rpc_requests counter",
             "rpc_duration_seconds histogram",
             "registrations counter",
@@ -76,6 +78,7 @@ fn every_family_is_exposed_once_with_its_type() {
 fn a_removed_resource_leaves_no_device_or_stream_series() {
     let metrics = Metrics::new();
     metrics.resource.set_devices("example.com/fuse", 3, 1);
+    metrics.resource.set_withheld("example.com/fuse", 2);
     let _ = metrics
         .device_plugin
         .streams

@@ -35,9 +35,14 @@ pub struct HostOptions {
     /// instances side by side; DRA drivers then name their sockets after
     /// it. `None`: the only instance.
     pub instance_id: Option<String>,
+    /// The kubelet's PodResources socket: which devices running containers
+    /// hold, read while a resource moves from the device-plugin API to DRA.
+    pub pod_resources_socket: PathBuf,
 }
 
 /// The default `plugins_dir`.
 pub const DEFAULT_PLUGINS_DIR: &str = wdp_kubelet_api::dra::PLUGINS_PATH;
+/// The default `pod_resources_socket`.
+pub const DEFAULT_POD_RESOURCES_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
 /// The default `state_dir`.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/wasm-device-plugin";

@@ -29,12 +29,18 @@ pub struct ReloadSummary {
     pub updated: Vec<String>,
     /// Resources left as they were.
     pub unchanged: Vec<String>,
+    /// Resources now served through the other kubelet API (`api`
+    /// changed), their devices handed over ([`crate::api_switch`]).
+    pub switched: Vec<String>,
 }
 
 impl ReloadSummary {
     /// Whether anything changed.
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.updated.is_empty()
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.updated.is_empty()
+            && self.switched.is_empty()
     }
 }
 
@@ -43,7 +49,8 @@ impl ReloadSummary {
 pub(crate) struct ReloadPlan {
     /// Every resource of the new configuration, by name.
     pub(crate) specs: BTreeMap<String, ResourceSpec>,
-    /// The resources that were not running, built.
+    /// The resources that were not running, or run under the other
+    /// kubelet API, built.
     pub(crate) fresh: BTreeMap<String, Arc<Resource>>,
 }
 
@@ -75,11 +82,12 @@ pub(crate) fn plan(
     for (name, spec) in &specs {
         match running.get(name) {
             Some(existing) if existing.spec().same_as(spec) => {}
-            Some(existing) => {
+            Some(existing) if existing.spec().config.api == spec.config.api => {
                 let set = existing.dry_run(spec)?;
                 check_publishable(spec, &set)?;
             }
-            None => {
+            // New, or moving to the other kubelet API: built afresh.
+            _ => {
                 let (resource, warnings) = Resource::new(
                     spec.clone(),
                     inputs.root.clone(),

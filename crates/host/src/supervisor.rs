@@ -18,6 +18,7 @@ use wdp_policy::PolicyEngine;
 use wdp_resource::loading::{load_specs, ms, new_engine};
 use wdp_resource::{ConfigSet, DeviceSet, Resource};
 
+use crate::api_switch::Handover;
 use crate::config_sets;
 use crate::error::HostError;
 use crate::metrics::Metrics;
@@ -35,7 +36,7 @@ pub struct Host {
     pub(crate) root: HostRoot,
     pub(crate) engine: Arc<PolicyEngine>,
     pub(crate) metrics: Arc<Metrics>,
-    events: broadcast::Sender<FolderEvent>,
+    pub(crate) events: broadcast::Sender<FolderEvent>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) running: Mutex<BTreeMap<String, Running>>,
     /// The API server for DRA drivers; `None` until a DRA resource is
@@ -59,6 +60,9 @@ pub struct Host {
     /// DRA drivers whose resource left the configuration, still serving
     /// unprepare for the claims they prepared.
     pub(crate) draining: Mutex<Vec<Draining>>,
+    /// Resources moving between the kubelet APIs, by name
+    /// ([`crate::api_switch`]).
+    pub(crate) handovers: Mutex<BTreeMap<String, Handover>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -132,6 +136,7 @@ impl Host {
             previous_builds: std::sync::Mutex::default(),
             watchers: std::sync::Mutex::new(vec![config_watcher]),
             draining: Mutex::default(),
+            handovers: Mutex::default(),
         });
         {
             let watcher = watch_plugin_dir(
@@ -147,6 +152,8 @@ impl Host {
         {
             let mut running = host.running.lock().await;
             for (resource, _) in resources {
+                let name = resource.name().to_owned();
+                host.resume_handover(&name, &resource).await?;
                 let launched = host.launch(resource).await?;
                 running.insert(launched.resource.name().to_owned(), launched);
             }
@@ -258,21 +265,7 @@ impl Host {
                 for old in same {
                     old.stop().await;
                 }
-                let api = {
-                    let mut api = self.dra_api.lock().await;
-                    match &*api {
-                        Some(existing) => existing.clone(),
-                        None => api
-                            .insert(
-                                wdp_dra_driver::connect(
-                                    self.options.kubeconfig.as_deref(),
-                                    &resource.spec().config.file,
-                                )
-                                .await?,
-                            )
-                            .clone(),
-                    }
-                };
+                let api = self.dra_api(&resource).await?;
                 Serving::Dra(DraDriver::start(
                     resource.clone(),
                     self.metrics.dra.clone(),
@@ -289,6 +282,21 @@ impl Host {
             serving,
             refresher,
         })
+    }
+
+    /// The API server client of DRA drivers, made on the first call (for
+    /// `resource`, whose file an error names).
+    pub(crate) async fn dra_api(&self, resource: &Resource) -> Result<DraApi, HostError> {
+        let mut api = self.dra_api.lock().await;
+        if let Some(existing) = &*api {
+            return Ok(existing.clone());
+        }
+        let connected = wdp_dra_driver::connect(
+            self.options.kubeconfig.as_deref(),
+            &resource.spec().config.file,
+        )
+        .await?;
+        Ok(api.insert(connected).clone())
     }
 
     /// Where DRA drivers live on this node.
@@ -316,6 +324,9 @@ impl Host {
     /// Stops every resource: streams end, sockets go.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
+        for (_, handover) in std::mem::take(&mut *self.handovers.lock().await) {
+            handover.finish().await;
+        }
         let mut running = self.running.lock().await;
         for (_, r) in std::mem::take(&mut *running) {
             r.stop().await;
@@ -343,7 +354,7 @@ impl Host {
                 if summary.is_empty() {
                     tracing::debug!("config directory unchanged");
                 } else {
-                    tracing::info!(added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration reloaded");
+                    tracing::info!(added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, switched_api = ?summary.switched, "configuration reloaded");
                 }
             }
             Err(error) => {
@@ -466,8 +477,18 @@ impl Host {
         }
         for (name, spec) in specs {
             if let Some(resource) = fresh.remove(&name) {
-                running.insert(name.clone(), self.launch(resource).await?);
-                summary.added.push(name);
+                match running.remove(&name) {
+                    // Served before under the other API.
+                    Some(old) => {
+                        let switched = self.switch_api(&name, old, resource).await?;
+                        running.insert(name.clone(), switched);
+                        summary.switched.push(name);
+                    }
+                    None => {
+                        running.insert(name.clone(), self.launch(resource).await?);
+                        summary.added.push(name);
+                    }
+                }
                 continue;
             }
             let Some(r) = running.get(&name) else {
@@ -495,6 +516,7 @@ impl Host {
 
     /// Stops serving resource `name`, which left the configuration.
     async fn remove(&self, name: &str, r: Running) {
+        self.end_handover(name).await;
         if let Some(driver) = r.dra() {
             self.metrics.dra.forget_driver(name, driver.driver());
         }

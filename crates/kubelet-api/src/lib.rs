@@ -3,7 +3,8 @@
 //! `DevicePlugin` served by us), `pluginregistration` (the plugin-watcher
 //! path), and for Dynamic Resource Allocation drivers [`dra`] (`DRAPlugin`
 //! in `v1` and `v1beta1`) and [`dra_health`] (`DRAResourceHealth` in `v1`
-//! and `v1alpha1`). Everything here is generated at build time from the
+//! and `v1alpha1`), and [`pod_resources`] (`PodResourcesLister`, served
+//! by the kubelet). Everything here is generated at build time from the
 //! protos in `proto/`, which are wire-identical to upstream `k8s.io/kubelet`;
 //! this crate holds no hand-written logic beyond the constants the upstream
 //! Go package exports and [`connect_unix`] / [`connect_unix_target`], which
@@ -105,6 +106,26 @@ pub mod dra_health {
     pub const DEFAULT_HEALTH_CHECK_TIMEOUT_SECS: i64 = 30;
     /// The longest `DeviceHealth.message` the kubelet keeps whole.
     pub const MAX_MESSAGE_CHARS: usize = 1024;
+}
+
+/// The kubelet's PodResources API (`PodResourcesLister`: which pods and
+/// containers hold which devices), served by the kubelet.
+pub mod pod_resources {
+    /// `PodResourcesLister` v1, proto package `v1`.
+    pub mod v1 {
+        #![allow(clippy::all, clippy::pedantic, missing_docs)]
+        include!(concat!(env!("OUT_DIR"), "/podresources/v1.rs"));
+    }
+
+    /// Default folder of the kubelet's PodResources socket.
+    pub const POD_RESOURCES_PATH: &str = "/var/lib/kubelet/pod-resources";
+    /// File name of the PodResources socket inside [`POD_RESOURCES_PATH`].
+    pub const SOCKET: &str = "kubelet.sock";
+    /// Calls per second the kubelet serves on the socket, all callers
+    /// together (a token bucket; past it a call fails `ResourceExhausted`).
+    pub const KUBELET_QPS: u32 = 100;
+    /// Burst of that token bucket.
+    pub const KUBELET_BURST: u32 = 10;
 }
 
 pub mod transport;

@@ -4,7 +4,9 @@
 //! [`backoff`], registered, stop), the registration socket the kubelet's plugin watcher finds
 //! in its plugins registry folder (`pluginregistration.Registration`, for
 //! device plugins and DRA drivers alike), and the `:authority` fix that
-//! lets the kubelet's connections through tonic at all.
+//! lets the kubelet's connections through tonic at all; and the one
+//! kubelet socket it reads rather than serves, PodResources
+//! ([`pod_resources`]: which devices running containers hold).
 //!
 //! It knows no resource, device or guest: what a socket announces
 //! ([`plugin_watcher::PluginInfo`]) and what happens when the kubelet
@@ -19,6 +21,7 @@ pub mod authority;
 pub mod backoff;
 pub mod metrics;
 pub mod plugin_watcher;
+pub mod pod_resources;
 pub mod served_socket;
 
 pub use authority::AuthorityFix;
@@ -28,4 +31,5 @@ pub use plugin_watcher::{
     DEFAULT_PLUGINS_REGISTRY_DIR, RegistrationMode, RegistrationPath, RegistrationSocket,
     StatusObserver,
 };
+pub use pod_resources::{PodResourcesError, PodResourcesReader};
 pub use served_socket::{ServedSocket, SocketServer, Unlink};

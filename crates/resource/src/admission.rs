@@ -159,6 +159,7 @@ impl Resource {
         };
         validate::message_size(&response).map_err(AdmissionError::AnswerTooLarge)?;
         self.metrics().allocated(self.name(), ids.len());
+        self.record_grant(devices.iter().map(|d| d.device.device_id.clone()).collect());
         Ok(response)
     }
 
@@ -167,7 +168,7 @@ impl Resource {
         let set = self.devices();
         let spec = self.spec();
         let devices = set
-            .resolve(ids, true)
+            .resolve_held(ids)
             .map_err(AdmissionError::InvalidRequest)?;
         let builtin_check = || -> Result<(), AdmissionError> {
             for d in &devices {

@@ -15,6 +15,7 @@ use wdp_policy::types::{Device, DeviceNode, DeviceRef, Verdict};
 
 use crate::convert::guest_node;
 use crate::dra_layout::DraExtras;
+use crate::withholding::Withholding;
 
 /// Finds a resource's candidates by ID: a map of them, or the pipeline's
 /// view over the latest scan and the candidates seen before.
@@ -94,6 +95,8 @@ pub struct DeviceSet {
     generation: u64,
     /// The DRA-only layout and taints (empty off DRA).
     dra: Arc<DraExtras>,
+    /// Devices not offered for now, whatever their health.
+    withholding: Arc<Withholding>,
 }
 
 impl PartialEq for DeviceSet {
@@ -101,6 +104,7 @@ impl PartialEq for DeviceSet {
         self.devices == other.devices
             && self.companions == other.companions
             && self.dra == other.dra
+            && self.withholding == other.withholding
     }
 }
 
@@ -259,7 +263,24 @@ impl DeviceSet {
             companions: Vec::new(),
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
             dra: Arc::default(),
+            withholding: Arc::default(),
         }
+    }
+
+    /// The same set with `withholding` (replacing any before).
+    pub fn with_withholding(mut self, withholding: Arc<Withholding>) -> Self {
+        self.withholding = withholding;
+        self
+    }
+
+    /// The devices withheld for now ([`crate::withholding`]).
+    pub fn withholding(&self) -> &Arc<Withholding> {
+        &self.withholding
+    }
+
+    /// Whether `device` is offered: healthy and not withheld.
+    pub fn offers(&self, device: &AdvertisedDevice) -> bool {
+        device.healthy && !self.withholding.withholds(&device.device.device_id)
     }
 
     /// The same set with these DRA-only facts (layout and taints).
@@ -381,8 +402,8 @@ impl DeviceSet {
     }
 
     /// Looks up every ID of a kubelet request, refusing unknown and
-    /// repeated IDs, and unhealthy ones when `require_healthy`. The error
-    /// names the ID.
+    /// repeated IDs, and unhealthy or withheld ones when `require_healthy`.
+    /// The error names the ID.
     pub fn resolve<'a>(
         &'a self,
         ids: &[String],
@@ -403,6 +424,27 @@ impl DeviceSet {
         ids: &[String],
         require_healthy: bool,
     ) -> Result<Vec<u32>, String> {
+        self.checked_indexes(ids, require_healthy, require_healthy)
+    }
+
+    /// As [`resolve`](Self::resolve) requiring health but not that the
+    /// devices be offered: for devices a container holds already
+    /// (`PreStartContainer` of a container the kubelet gave them to, which
+    /// a withholding must not stop from starting again).
+    pub fn resolve_held<'a>(&'a self, ids: &[String]) -> Result<Vec<&'a AdvertisedDevice>, String> {
+        Ok(self
+            .checked_indexes(ids, true, false)?
+            .into_iter()
+            .map(|i| &self.devices[i as usize])
+            .collect())
+    }
+
+    fn checked_indexes(
+        &self,
+        ids: &[String],
+        require_healthy: bool,
+        require_offered: bool,
+    ) -> Result<Vec<u32>, String> {
         let indexes = ids
             .iter()
             .map(|id| {
@@ -418,6 +460,12 @@ impl DeviceSet {
                         } else {
                             &device.reason
                         }
+                    ));
+                }
+                if require_offered && self.withholding.withholds(&device.device.device_id) {
+                    return Err(format!(
+                        "device {id:?} is withheld: {}",
+                        self.withholding.reason
                     ));
                 }
                 // At most MAX_DEVICES_PER_RESOURCE devices: fits u32.

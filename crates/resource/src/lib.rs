@@ -34,7 +34,8 @@
 //! [`config`] follows too);
 //! [`metrics`] counts what the pipeline does (the other layers count the
 //! rest into the same registry); `error` says what stops a resource from being
-//! served ([`ResourceError`]).
+//! served ([`ResourceError`]); [`withholding`] the devices a resource may
+//! not offer while it moves between the kubelet APIs.
 
 #![warn(missing_docs)]
 
@@ -64,6 +65,7 @@ mod resource;
 mod services;
 pub mod spec;
 pub mod validate;
+pub mod withholding;
 
 pub use admission_error::AdmissionError;
 pub use config::{ConfigError, ConfigSet, ResourceConfig};
@@ -72,3 +74,4 @@ pub use error::{GuestProblem, ResourceError};
 pub use grant::ContainerGrant;
 pub use metrics::ResourceMetrics;
 pub use resource::Resource;
+pub use withholding::Withholding;

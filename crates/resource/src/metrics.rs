@@ -1,6 +1,7 @@
 //! The Prometheus metric families the resource pipeline counts: devices
-//! advertised, device IDs allocated, and every guest hook call (count,
-//! duration, calls running). [`ResourceMetrics::register`] puts them in the
+//! advertised, device IDs allocated, every guest hook call (count,
+//! duration, calls running), and devices withheld while a resource moves
+//! between kubelet APIs. [`ResourceMetrics::register`] puts them in the
 //! one registry the host builds; the other layers register their own
 //! families beside them. Names follow Prometheus conventions: the registry's
 //! `wasm_device_plugin_` prefix, base units (`_seconds`), and `_total` on
@@ -38,6 +39,8 @@ pub struct ResourceMetrics {
     pub guest_duration: Family<GuestLabels, Histogram>,
     /// `wasm_device_plugin_guest_calls_in_flight`.
     pub guest_calls_in_flight: Family<GuestLabels, Gauge>,
+    /// `wasm_device_plugin_devices_withheld`.
+    pub devices_withheld: Family<ResourceLabel, Gauge>,
 }
 
 impl ResourceMetrics {
@@ -50,6 +53,7 @@ impl ResourceMetrics {
             guest_calls: Family::default(),
             guest_duration: Family::new_with_constructor(latency_histogram as fn() -> _),
             guest_calls_in_flight: Family::default(),
+            devices_withheld: Family::default(),
         };
         registry.register(
             "devices",
@@ -75,6 +79,11 @@ impl ResourceMetrics {
             "guest_calls_in_flight",
             "Guest hook calls running right now",
             metrics.guest_calls_in_flight.clone(),
+        );
+        registry.register(
+            "devices_withheld",
+            "Devices not offered while a resource moves between the device-plugin API and DRA: held through the other API, or all while that is unknown",
+            metrics.devices_withheld.clone(),
         );
         Arc::new(metrics)
     }
@@ -133,8 +142,25 @@ impl ResourceMetrics {
         }
     }
 
+    /// Sets how many devices of `resource` are withheld.
+    pub fn set_withheld(&self, resource: &str, withheld: usize) {
+        let label = ResourceLabel {
+            resource: resource.to_owned(),
+        };
+        if withheld == 0 {
+            self.devices_withheld.remove(&label);
+        } else {
+            self.devices_withheld
+                .get_or_create(&label)
+                .set(withheld as i64);
+        }
+    }
+
     /// Drops the per-resource device gauges of a removed resource.
     pub fn forget_resource(&self, resource: &str) {
+        self.devices_withheld.remove(&ResourceLabel {
+            resource: resource.to_owned(),
+        });
         for health in ["healthy", "unhealthy"] {
             self.devices.remove(&HealthLabels {
                 resource: resource.to_owned(),

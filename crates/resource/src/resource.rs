@@ -4,7 +4,7 @@
 //! locks. Only the refresh pipeline takes a lock (its own memory between
 //! runs); kubelet RPCs never wait for it, nor for a busy guest.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +25,7 @@ use crate::held::{HeldDevice, HeldLayout};
 use crate::metrics::ResourceMetrics;
 use crate::pipeline::{self, DiscoveryState, Mode, Refreshed};
 use crate::spec::ResourceSpec;
+use crate::withholding::Withholding;
 
 /// One configured resource, shared by its gRPC server, its refresh loop
 /// and the reload logic.
@@ -58,7 +59,17 @@ pub struct Resource {
     health_log: Mutex<HealthLog>,
     /// What the DRA driver's prepared claims hold of the layout.
     held: ArcSwap<HeldLayout>,
+    /// The devices not offered for now ([`crate::withholding`]), given to
+    /// every set published.
+    withholding: ArcSwap<Withholding>,
+    /// The device IDs of the latest `Allocate` answers, with when
+    /// (at most [`RECENT_GRANTS`] of them): what the kubelet may not
+    /// list yet as held.
+    recent_grants: Mutex<VecDeque<(Instant, Vec<String>)>>,
 }
+
+/// How many `Allocate` answers [`Resource::granted_within`] remembers.
+const RECENT_GRANTS: usize = 1024;
 
 impl std::fmt::Debug for Resource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -98,6 +109,8 @@ impl Resource {
             cdi_written: Mutex::new(None),
             health_log: Mutex::new(HealthLog::default()),
             held: ArcSwap::from_pointee(HeldLayout::default()),
+            withholding: ArcSwap::from_pointee(Withholding::none()),
+            recent_grants: Mutex::new(VecDeque::new()),
             refresh_cost_nanos: AtomicU64::new(0),
         });
         let refreshed = resource.compute(Mode::Strict)?;
@@ -174,6 +187,60 @@ impl Resource {
         if **self.held.load() != held {
             self.held.store(Arc::new(held));
         }
+    }
+
+    /// Withholds devices from now on ([`crate::withholding`]): the set
+    /// being served is published again with them withheld (the
+    /// device-plugin API reports them `Unhealthy`, the DRA driver leaves
+    /// them out of its slices, and admissions refuse them). Logged when it
+    /// changes.
+    pub fn set_withholding(&self, withholding: Withholding) {
+        if **self.withholding.load() == withholding {
+            return;
+        }
+        let total = self.devices().devices_advertised().len();
+        if withholding.is_empty() {
+            tracing::info!(resource = %self.name, "no device withheld any more");
+        } else {
+            tracing::info!(resource = %self.name, withheld = withholding.count(total), devices = total, reason = %withholding.reason, "devices withheld");
+        }
+        self.metrics
+            .set_withheld(&self.name, withholding.count(total));
+        let withholding = Arc::new(withholding);
+        self.withholding.store(withholding.clone());
+        self.devices.send_modify(|current| {
+            *current = Arc::new((**current).clone().with_withholding(withholding));
+        });
+    }
+
+    /// Remembers that an `Allocate` answer gave these device IDs.
+    pub(crate) fn record_grant(&self, device_ids: Vec<String>) {
+        let mut grants = self
+            .recent_grants
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if grants.len() == RECENT_GRANTS {
+            grants.pop_front();
+        }
+        grants.push_back((Instant::now(), device_ids));
+    }
+
+    /// The device IDs `Allocate` answers gave in the last `within` (of
+    /// the latest 1,024 answers): devices a container may hold that the
+    /// kubelet does not list as held yet.
+    pub fn granted_within(&self, within: Duration) -> BTreeSet<String> {
+        self.recent_grants
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(at, _)| at.elapsed() <= within)
+            .flat_map(|(_, ids)| ids.iter().cloned())
+            .collect()
+    }
+
+    /// The devices withheld now.
+    pub fn withholding(&self) -> Arc<Withholding> {
+        self.withholding.load_full()
     }
 
     /// Swaps in a new spec (config and guests) atomically. In-flight calls
@@ -260,7 +327,12 @@ impl Resource {
             }
         }
         self.present.store(refreshed.present);
-        let set = refreshed.set;
+        let withholding = self.withholding.load_full();
+        let set = if *refreshed.set.withholding() == withholding {
+            refreshed.set
+        } else {
+            Arc::new((*refreshed.set).clone().with_withholding(withholding))
+        };
         let healthy = set.healthy_count();
         let unhealthy = set.len() - healthy;
         let mut previous = None;

@@ -97,6 +97,7 @@ async fn main() {
         kubeconfig: Some(path("kubeconfig")),
         node_name: "bench-node".to_owned(),
         instance_id: None,
+        pod_resources_socket: path("pod-resources/kubelet.sock"),
     };
     let host = Host::start(options, Metrics::new()).await.unwrap();
     // The label is read (set a) before the first switch.

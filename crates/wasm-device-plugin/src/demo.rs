@@ -138,6 +138,7 @@ async fn start_host(
             kubeconfig: dra.map(|d| d.kubeconfig().to_owned()),
             node_name: DEMO_NODE.to_owned(),
             instance_id: None,
+            pod_resources_socket: folder.join("pod-resources/kubelet.sock"),
         },
         Metrics::new(),
     )

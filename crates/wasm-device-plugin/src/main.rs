@@ -168,6 +168,16 @@ struct RunArgs {
     )]
     state_dir: PathBuf,
 
+    /// The kubelet's PodResources socket, read while a resource moves from
+    /// the device-plugin API to DRA (which devices running containers
+    /// hold); mount its folder read-only.
+    #[arg(
+        long,
+        env = "WDP_POD_RESOURCES_SOCKET",
+        default_value = wdp_host::DEFAULT_POD_RESOURCES_SOCKET
+    )]
+    pod_resources_socket: PathBuf,
+
     /// The kubeconfig DRA drivers use to reach the API server; the
     /// in-cluster configuration when absent. Unused without DRA resources.
     #[arg(long)]
@@ -315,6 +325,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         kubeconfig: args.kubeconfig,
         node_name: args.node_name.unwrap_or_default(),
         instance_id: args.instance_id,
+        pod_resources_socket: args.pod_resources_socket,
     };
     let host = Host::start(options, metrics)
         .await

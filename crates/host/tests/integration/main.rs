@@ -5,6 +5,7 @@
 mod common;
 
 mod admin_nodes;
+mod api_switch;
 mod config_sets;
 mod dra;
 mod dra_partitions;

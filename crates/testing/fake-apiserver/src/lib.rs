@@ -9,7 +9,8 @@
 //! server-owned metadata, and the ResourceSlice and ResourceClaim status validation of the served
 //! version (1.34 by default, [`FakeApiServer::set_served_minor`]) with field paths in 422
 //! `Invalid` answers. Tests drive the other side: they read the slices and claims, wait for the
-//! slices to reach a state, put claims and nodes, wipe a node's slices as the kubelet does, and
+//! slices to reach a state, put claims and nodes, allocate the claim the scheduler writes for an
+//! extended-resource request (KEP-5004, [`FakeApiServer::allocate_extended_resource`]), wipe a node's slices as the kubelet does, and
 //! simulate outages (refusing, restart), an overloaded server (writes throttled with 429 or 5xx
 //! and `Retry-After`) and servers with DRA feature gates off (device taints, partitionable
 //! devices, consumable capacity).
@@ -27,6 +28,7 @@ mod admission;
 mod app_state;
 mod claim_status;
 mod collection;
+mod extended_resource;
 mod faults;
 mod identity;
 mod kinds;
@@ -55,6 +57,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use extended_resource::{EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedResourceRequest};
 pub use k8s_openapi::api::core::v1::Node;
 pub use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 pub use stats::{RejectedWrite, Stats};
@@ -237,6 +240,22 @@ impl FakeApiServer {
     /// Every ResourceClaim, ordered by namespace and name.
     pub fn claims(&self) -> Vec<ResourceClaim> {
         self.store.list::<ResourceClaim>(&Filter::default()).0
+    }
+
+    /// Plays the scheduler for a pod asking for an extended resource that
+    /// DRA serves (KEP-5004): allocates free devices of the node's slices
+    /// of the request's driver (none another claim holds) and stores the
+    /// claim the scheduler writes at PreBind (see the module
+    /// `extended_resource`); an error when not enough devices are free.
+    pub fn allocate_extended_resource(
+        &self,
+        request: &ExtendedResourceRequest,
+    ) -> Result<ResourceClaim, String> {
+        let slices = self.slices_of(&request.node, &request.driver);
+        let claims = self.claims();
+        let suffix = claims.len() as u64;
+        let claim = extended_resource::claim_for(request, &slices, &claims, suffix)?;
+        Ok(self.put_claim(claim))
     }
 
     /// Deletes a ResourceClaim; whether it existed.

@@ -12,8 +12,14 @@
 //! It is strict where the kubelet is lenient, so tests notice mistakes: a
 //! preferred allocation of the wrong size, options that disagree with the
 //! registration, or a health string other than `Healthy`/`Unhealthy` are
-//! recorded as protocol violations. It does not model checkpoints, NUMA
-//! alignment or the 5-minute grace period.
+//! recorded as protocol violations. It does not model NUMA alignment.
+//! It models the kubelet's side of a plugin going away: devices
+//! `Unhealthy` when its stream ends, allocatable 0, the endpoint kept for
+//! the 5-minute grace (settable) within which a pod's container starts
+//! again ([`SimKubelet::restart_container`]) and after which it cannot,
+//! and, on request, the checkpoint that keeps pods across a restart
+//! ([`SimKubelet::restart_with_checkpoint`]); and it serves the
+//! PodResources API of its pods ([`pod_resources`]).
 //!
 //! [`SimPluginWatcher`] stands in for the kubelet's other registration
 //! path, the plugin watcher ([`plugin_watcher`]); it dials registration
@@ -29,15 +35,17 @@ mod error;
 pub mod kubelet_dial;
 mod plugin_client;
 pub mod plugin_watcher;
+pub mod pod_resources;
 mod registration;
 mod registry_watch;
 mod state;
 
 pub use error::SimError;
 use plugin_client::dial;
+pub use pod_resources::{PodResourcesFault, PodResourcesServer};
 use registration::serve;
 use registry_watch::remove_sockets;
-pub use state::{Admission, PluginRecord, SimState};
+pub use state::{Admission, ENDPOINT_STOP_GRACE, PluginRecord, SimPod, SimState};
 
 pub use dra::{ClaimRef, DraDriverRecord, DraSimOptions, DraSimState, SimDraKubelet};
 pub use plugin_watcher::{SimPluginWatcher, WatchedPlugin, WatcherState};
@@ -113,6 +121,7 @@ impl SimKubelet {
         self.state.send_modify(|s| {
             s.plugins.clear();
             s.allocated.clear();
+            s.pods.clear();
         });
         self.stop = serve(&self.dir, self.state.clone())?;
         self.restarts += 1;
@@ -282,11 +291,23 @@ impl SimKubelet {
             timings.push(("PreStartContainer", started.elapsed()));
             pre_started = true;
         }
+        let mut pod = String::new();
         self.state.send_modify(|s| {
             s.allocated
                 .entry(resource.to_owned())
                 .or_default()
                 .extend(chosen.iter().cloned());
+            pod = format!("pod-{}", s.pods_admitted);
+            s.pods_admitted += 1;
+            s.pods.insert(
+                pod.clone(),
+                SimPod {
+                    container: "main".to_owned(),
+                    resource: resource.to_owned(),
+                    devices: chosen.clone(),
+                    response: response.clone(),
+                },
+            );
         });
         Ok(Admission {
             preferred,
@@ -294,10 +315,12 @@ impl SimKubelet {
             response,
             pre_started,
             timings,
+            pod,
         })
     }
 
-    /// Forgets that `ids` of `resource` are in use (a pod ended).
+    /// Forgets that `ids` of `resource` are in use (a pod ended): pods left
+    /// holding nothing end.
     pub fn release(&self, resource: &str, ids: &[String]) {
         self.state.send_modify(|s| {
             if let Some(set) = s.allocated.get_mut(resource) {
@@ -305,7 +328,96 @@ impl SimKubelet {
                     set.remove(id);
                 }
             }
+            for pod in s.pods.values_mut() {
+                if pod.resource == resource {
+                    pod.devices.retain(|d| !ids.contains(d));
+                }
+            }
+            s.pods.retain(|_, pod| !pod.devices.is_empty());
         });
+    }
+
+    /// Ends pod `pod`: its devices are free again (and PodResources no
+    /// longer lists them). Whether it ran.
+    pub fn end_pod(&self, pod: &str) -> bool {
+        let mut ended = false;
+        self.state.send_modify(|s| {
+            if let Some(gone) = s.pods.remove(pod) {
+                if let Some(set) = s.allocated.get_mut(&gone.resource) {
+                    for id in &gone.devices {
+                        set.remove(id);
+                    }
+                }
+                ended = true;
+            }
+        });
+        ended
+    }
+
+    /// Starts pod `pod`'s container again as the kubelet does: with the
+    /// devices and answer of its checkpoint, calling `PreStartContainer`
+    /// when the plugin requires it; refused when the plugin's endpoint is
+    /// gone (stopped longer than the grace ago), as the kubelet refuses it
+    /// ("endpoint not found in cache for a registered resource"). Answers
+    /// the devices the container gets.
+    pub async fn restart_container(&self, pod: &str) -> Result<Vec<String>, SimError> {
+        let (held, record, grace) = {
+            let state = self.state.borrow();
+            let held = state
+                .pods
+                .get(pod)
+                .cloned()
+                .ok_or_else(|| SimError::Admission(format!("no pod {pod}")))?;
+            let record = state.plugins.get(&held.resource).cloned();
+            (held, record, state.endpoint_grace())
+        };
+        let record = record.filter(|r| r.endpoint_kept(grace)).ok_or_else(|| {
+            SimError::Admission(format!(
+                "{pod}: endpoint not found in cache for a registered resource: {}",
+                held.resource
+            ))
+        })?;
+        if record.options().pre_start_required {
+            let mut client = self.client(&held.resource).await?;
+            client
+                .pre_start_container(PreStartContainerRequest {
+                    devices_ids: held.devices.clone(),
+                })
+                .await
+                .map_err(|status| SimError::rpc("PreStartContainer", status))?;
+        }
+        Ok(held.devices)
+    }
+
+    /// Sets how long a stopped plugin's endpoint is kept (the kubelet's
+    /// 5-minute `endpointStopGracePeriod`, shortened for tests).
+    pub fn set_endpoint_grace(&self, grace: Duration) {
+        self.state.send_modify(|s| s.endpoint_grace = Some(grace));
+    }
+
+    /// Restarts like a kubelet that reads its checkpoint: as
+    /// [`restart`](Self::restart), but the pods and the devices they hold
+    /// survive (registrations do not).
+    pub async fn restart_with_checkpoint(&mut self) -> Result<(), SimError> {
+        let (pods, allocated) = {
+            let state = self.state.borrow();
+            (state.pods.clone(), state.allocated.clone())
+        };
+        self.restart().await?;
+        self.state.send_modify(|s| {
+            s.pods = pods;
+            s.allocated = allocated;
+        });
+        Ok(())
+    }
+
+    /// Serves the kubelet's PodResources API on `socket`, from this
+    /// kubelet's pods, until the returned server is stopped or dropped.
+    pub fn serve_pod_resources(
+        &self,
+        socket: impl Into<PathBuf>,
+    ) -> Result<PodResourcesServer, SimError> {
+        PodResourcesServer::start(socket.into(), self.state.clone())
     }
 
     fn violation(&self, text: String) {

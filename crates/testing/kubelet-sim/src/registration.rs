@@ -113,6 +113,7 @@ impl Registration for RegistrationService {
                     devices: Vec::new(),
                     lists_received: 0,
                     streaming: false,
+                    stopped_at: None,
                     stream_id,
                 },
             );
@@ -193,6 +194,7 @@ async fn list_and_watch(
     state.send_modify(|s| {
         if let Some(p) = ours(s, &resource, stream_id) {
             p.streaming = false;
+            p.stopped_at = Some(Instant::now());
             for d in &mut p.devices {
                 d.health = v1beta1::UNHEALTHY.to_owned();
             }

@@ -25,6 +25,9 @@ pub struct PluginRecord {
     pub lists_received: u64,
     /// Whether the `ListAndWatch` stream is open.
     pub streaming: bool,
+    /// When the stream of this registration ended (the kubelet's endpoint
+    /// stop time: its grace period runs from here).
+    pub stopped_at: Option<Instant>,
     /// Identifies this registration's stream, so a stream of an earlier
     /// registration that ends late cannot touch this record.
     pub(crate) stream_id: u64,
@@ -40,6 +43,13 @@ impl PluginRecord {
             .collect()
     }
 
+    /// Whether the kubelet still keeps the endpoint: streaming, or
+    /// stopped less than `grace` ago (the kubelet's
+    /// `endpointStopGracePeriod`, 5 minutes).
+    pub fn endpoint_kept(&self, grace: Duration) -> bool {
+        self.stopped_at.is_none_or(|at| at.elapsed() < grace)
+    }
+
     pub(crate) fn options(&self) -> DevicePluginOptions {
         self.registration.options.unwrap_or_default()
     }
@@ -52,10 +62,65 @@ pub struct SimState {
     pub plugins: BTreeMap<String, PluginRecord>,
     /// Device IDs handed out per resource by [`crate::SimKubelet::admit`].
     pub allocated: BTreeMap<String, BTreeSet<String>>,
+    /// Every pod admitted and not ended, by name (all in namespace
+    /// `default`, one container each): what PodResources lists.
+    pub pods: BTreeMap<String, SimPod>,
+    /// How many pods were admitted (names pods `pod-<n>`).
+    pub pods_admitted: u64,
+    /// How long a stopped plugin's endpoint is kept (the kubelet's
+    /// `endpointStopGracePeriod`); `None`: 5 minutes.
+    pub endpoint_grace: Option<Duration>,
     /// Protocol mistakes the plugin made, in order.
     pub violations: Vec<String>,
     /// Registrations refused, with the reason.
     pub refusals: Vec<String>,
+}
+
+/// A pod the simulated kubelet runs: one container holding devices of
+/// one resource through the device-plugin API.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimPod {
+    /// The container's name.
+    pub container: String,
+    /// The resource its devices are of.
+    pub resource: String,
+    /// The kubelet device IDs it holds.
+    pub devices: Vec<String>,
+    /// The `Allocate` answer it was created with, kept as the kubelet's
+    /// checkpoint keeps it (what a restarting container gets again).
+    pub response: ContainerAllocateResponse,
+}
+
+/// The kubelet's `endpointStopGracePeriod`.
+pub const ENDPOINT_STOP_GRACE: Duration = Duration::from_secs(5 * 60);
+
+impl SimState {
+    /// The endpoint grace in force.
+    pub fn endpoint_grace(&self) -> Duration {
+        self.endpoint_grace.unwrap_or(ENDPOINT_STOP_GRACE)
+    }
+
+    /// What the Node's `status.allocatable` says of `resource`, as this
+    /// kubelet would report it: the healthy devices of a streaming plugin,
+    /// else 0; `None` when no plugin of it ever registered.
+    pub fn allocatable(&self, resource: &str) -> Option<usize> {
+        let record = self.plugins.get(resource)?;
+        Some(match record.streaming {
+            true => record.healthy_ids().len(),
+            false => 0,
+        })
+    }
+
+    /// What `status.capacity` says of `resource`: every device while the
+    /// endpoint is kept, 0 after its grace (the key stays, as the kubelet
+    /// keeps it); `None` when no plugin of it ever registered.
+    pub fn capacity(&self, resource: &str) -> Option<usize> {
+        let record = self.plugins.get(resource)?;
+        Some(match record.endpoint_kept(self.endpoint_grace()) {
+            true => record.devices.len(),
+            false => 0,
+        })
+    }
 }
 
 /// One container admitted through the device-plugin RPCs.
@@ -71,4 +136,6 @@ pub struct Admission {
     pub pre_started: bool,
     /// Round-trip time of each RPC, in call order.
     pub timings: Vec<(&'static str, Duration)>,
+    /// The pod that runs the container (see [`SimState::pods`]).
+    pub pod: String,
 }

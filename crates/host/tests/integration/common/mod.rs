@@ -98,6 +98,7 @@ impl World {
             kubeconfig: None,
             node_name: "node-a".to_owned(),
             instance_id: None,
+            pod_resources_socket: self.tmp.path().join("pod-resources/kubelet.sock"),
         }
     }
 

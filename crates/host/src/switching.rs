@@ -1,0 +1,190 @@
+//! The host's side of moving a resource between the kubelet APIs
+//! ([`crate::api_switch`] holds the handover itself): a reload that
+//! changes a resource's `api` switches it in place of a remove and an add,
+//! a resource removed or switched again ends the handover under way, and
+//! a starting host resumes the handover its switch record names.
+
+use std::sync::Arc;
+
+use wdp_device_plugin::ServerHandle;
+use wdp_dra_driver::DraDriver;
+use wdp_kubelet_socket::{PodResourcesReader, RegistrationPath};
+use wdp_resource::Resource;
+use wdp_resource::config::ServingApi;
+
+use crate::api_switch::{self, Direction, SwitchPaths};
+use crate::error::HostError;
+use crate::running::{Running, Serving};
+use crate::supervisor::Host;
+use crate::switch_record::SwitchRecord;
+
+impl Host {
+    /// Where handovers read and record.
+    fn switch_paths(&self) -> SwitchPaths {
+        SwitchPaths {
+            pod_resources: PodResourcesReader::new(&self.options.pod_resources_socket),
+            state_dir: self.options.state_dir.clone(),
+        }
+    }
+
+    /// Ends the handover of resource `name` under way, if any.
+    pub(crate) async fn end_handover(&self, name: &str) {
+        let handover = self.handovers.lock().await.remove(name);
+        if let Some(handover) = handover {
+            handover.finish().await;
+        }
+    }
+
+    /// Which resources are being handed over between the kubelet APIs, and
+    /// which way (`true`: to DRA); finished handovers are left out.
+    pub async fn handovers(&self) -> Vec<(String, bool)> {
+        let mut handovers = self.handovers.lock().await;
+        handovers.retain(|_, h| !h.is_finished());
+        handovers
+            .iter()
+            .map(|(name, h)| (name.clone(), h.direction == Direction::ToDra))
+            .collect()
+    }
+
+    /// Serves `new` (the resource `name` under its new `api`) in place of
+    /// `old` (the same resource under the other API), handing the devices
+    /// over (see [`crate::api_switch`]).
+    pub(crate) async fn switch_api(
+        &self,
+        name: &str,
+        old: Running,
+        new: Arc<Resource>,
+    ) -> Result<Running, HostError> {
+        // A handover still under way ends: this one starts from where it
+        // stood (what it withheld is withheld again below).
+        self.end_handover(name).await;
+        let paths = self.switch_paths();
+        let Running {
+            resource: served,
+            serving,
+            refresher,
+        } = old;
+        match serving {
+            Serving::DevicePlugin(server) => {
+                // The API client first: once the server retires, the
+                // resource has to be served through DRA.
+                self.dra_api(&new).await?;
+                refresher.abort();
+                let record = SwitchRecord {
+                    resource: new.name().to_owned(),
+                    driver: new.spec().config.driver.clone().unwrap_or_default(),
+                    socket: served.spec().config.socket.clone(),
+                };
+                tracing::info!(resource = %new.name(), driver = %record.driver, "switching from the device-plugin API to DRA: the device plugin offers no device any more and stays registered for the containers holding devices");
+                let handover = api_switch::to_dra(&paths, &record, server, served, new.clone());
+                let launched = self.launch(new).await?;
+                self.handovers
+                    .lock()
+                    .await
+                    .insert(name.to_owned(), handover);
+                Ok(launched)
+            }
+            Serving::Dra(driver) => {
+                let record = SwitchRecord {
+                    resource: new.name().to_owned(),
+                    driver: driver.driver().to_owned(),
+                    socket: new.spec().config.socket.clone(),
+                };
+                tracing::info!(resource = %new.name(), driver = %record.driver, "switching from DRA to the device-plugin API: the driver withdraws its slices and keeps unpreparing its claims");
+                self.metrics.dra.forget_driver(name, driver.driver());
+                refresher.abort();
+                if let Some(draining) = driver.withdraw().await {
+                    let claims = draining.claims();
+                    self.draining.lock().await.push(draining);
+                    let handover =
+                        api_switch::to_device_plugin(&paths, &record, claims, new.clone()).await;
+                    self.handovers
+                        .lock()
+                        .await
+                        .insert(name.to_owned(), handover);
+                }
+                self.launch(new).await
+            }
+        }
+    }
+
+    /// Resumes the handover of `resource` its switch record names, if a
+    /// host before this one started it; called before the resource is
+    /// served, so that it never offers what the other API handed out.
+    pub(crate) async fn resume_handover(
+        &self,
+        name: &str,
+        resource: &Arc<Resource>,
+    ) -> Result<(), HostError> {
+        let record = match SwitchRecord::read(&self.options.state_dir, resource.name()) {
+            None => return Ok(()),
+            Some(Ok(record)) => record,
+            Some(Err(error)) => {
+                tracing::error!(resource = %resource.name(), %error, "the API switch record is unreadable: the handover it recorded cannot be resumed");
+                return Ok(());
+            }
+        };
+        let paths = self.switch_paths();
+        let handover = match resource.spec().config.api {
+            ServingApi::Dra => {
+                tracing::info!(resource = %resource.name(), "resuming the switch from the device-plugin API to DRA");
+                let served = self.retiring_resource(resource, &record).await?;
+                let server = ServerHandle::start(
+                    served.clone(),
+                    self.metrics.device_plugin.clone(),
+                    self.options.device_plugin_dir.clone(),
+                    (self.registration_path() == RegistrationPath::PluginWatcher)
+                        .then(|| self.options.plugins_registry_dir.clone()),
+                    &self.events,
+                    &self.shutdown,
+                );
+                api_switch::to_dra(&paths, &record, server, served, resource.clone())
+            }
+            ServingApi::DevicePlugin => {
+                tracing::info!(resource = %resource.name(), driver = %record.driver, "resuming the switch from DRA to the device-plugin API");
+                let api = self.dra_api(resource).await?;
+                let driver = DraDriver::start(
+                    resource.clone(),
+                    self.metrics.dra.clone(),
+                    &record.driver,
+                    &self.driver_paths(),
+                    &api,
+                    &self.shutdown,
+                );
+                let Some(draining) = driver.withdraw().await else {
+                    SwitchRecord::remove(&self.options.state_dir, resource.name());
+                    return Ok(());
+                };
+                let claims = draining.claims();
+                self.draining.lock().await.push(draining);
+                api_switch::to_device_plugin(&paths, &record, claims, resource.clone()).await
+            }
+        };
+        self.handovers
+            .lock()
+            .await
+            .insert(name.to_owned(), handover);
+        Ok(())
+    }
+
+    /// `resource` (served through DRA) as the device-plugin server it
+    /// moved from served it: the same spec on the recorded socket, loaded
+    /// once (it offers nothing, so it is not refreshed).
+    async fn retiring_resource(
+        &self,
+        resource: &Arc<Resource>,
+        record: &SwitchRecord,
+    ) -> Result<Arc<Resource>, HostError> {
+        let mut spec = (*resource.spec()).clone();
+        spec.config.api = ServingApi::DevicePlugin;
+        spec.config.driver = None;
+        spec.config.socket = record.socket.clone();
+        let root = self.root.clone();
+        let metrics = self.metrics.resource.clone();
+        let (served, _) =
+            tokio::task::spawn_blocking(move || Resource::new(spec, root, metrics, None))
+                .await
+                .map_err(HostError::Task)??;
+        Ok(served)
+    }
+}
