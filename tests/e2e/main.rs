@@ -5,6 +5,7 @@
 
 mod support;
 
+mod api_switch;
 mod cdi;
 mod core;
 mod dra;
