@@ -38,7 +38,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use wdp_device_plugin::ServerHandle;
 use wdp_dra_driver::DrainingClaims;
-use wdp_kubelet_socket::PodResourcesReader;
+use wdp_kubelet_socket::{PodResourcesError, PodResourcesReader};
 use wdp_resource::{DeviceSet, Resource, Withholding};
 
 use crate::switch_record::SwitchRecord;
@@ -54,7 +54,11 @@ pub const POD_RESOURCES_RETRY_MAX: Duration = Duration::from_secs(10);
 /// How long after an `Allocate` answer its devices count as held whatever
 /// PodResources says (the kubelet records them right after the answer;
 /// this covers a `List` that raced it).
-pub const RECENT_GRANTS: Duration = Duration::from_secs(10);
+pub const RECENT_GRANTS: Duration = Duration::from_secs(2);
+
+/// How long the read before the DRA driver starts may take: the reload
+/// waits for it.
+const FIRST_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Why devices are withheld from DRA before PodResources was read.
 const UNKNOWN_HOLDINGS: &str = "which devices running containers hold through the device-plugin API is not known yet (the kubelet's PodResources was not read)";
@@ -109,7 +113,7 @@ pub(crate) struct SwitchPaths {
 /// DRA driver serves, not launched yet: it must start withholding).
 /// `retiring` is the device-plugin server, `served` the resource it
 /// served (to read its kubelet IDs and latest grants).
-pub(crate) fn to_dra(
+pub(crate) async fn to_dra(
     paths: &SwitchPaths,
     record: &SwitchRecord,
     retiring: ServerHandle,
@@ -126,6 +130,10 @@ pub(crate) fn to_dra(
         served,
         dra,
     };
+    // One read before the driver starts, so that its first slices offer
+    // what is free already (a failure here is logged by the follower).
+    let first = paths.pod_resources.clone().with_timeout(FIRST_READ_TIMEOUT);
+    let _ = follower.read(&first).await;
     let task = tokio::spawn(follower.follow(retiring, stop.clone()));
     Handover {
         direction: Direction::ToDra,
@@ -202,23 +210,28 @@ struct DevicePluginHoldings {
 }
 
 impl DevicePluginHoldings {
+    /// Reads PodResources once through `reader` and withholds from DRA
+    /// what containers hold; answers whether anything is held.
+    async fn read(&self, reader: &PodResourcesReader) -> Result<bool, PodResourcesError> {
+        let kubelet_ids = reader.device_plugin_holdings(self.dra.name()).await?;
+        let mut held = device_ids(&self.served.devices(), kubelet_ids);
+        held.extend(self.served.granted_within(RECENT_GRANTS));
+        let any = !held.is_empty();
+        self.dra
+            .set_withholding(Withholding::some(held, HELD_BY_DEVICE_PLUGIN));
+        Ok(any)
+    }
+
     /// Reads PodResources until nothing is held (then stops the retiring
     /// server) or `stop`.
     async fn follow(self, retiring: ServerHandle, stop: CancellationToken) {
         let name = self.dra.name().to_owned();
         let mut retry = POD_RESOURCES_POLL;
         loop {
-            let wait = match self.reader.device_plugin_holdings(&name).await {
-                Ok(kubelet_ids) => {
+            let wait = match self.read(&self.reader).await {
+                Ok(false) => break,
+                Ok(true) => {
                     retry = POD_RESOURCES_POLL;
-                    let mut held = device_ids(&self.served.devices(), kubelet_ids);
-                    held.extend(self.served.granted_within(RECENT_GRANTS));
-                    let done = held.is_empty();
-                    self.dra
-                        .set_withholding(Withholding::some(held, HELD_BY_DEVICE_PLUGIN));
-                    if done {
-                        break;
-                    }
                     POD_RESOURCES_POLL
                 }
                 Err(error) => {

@@ -76,7 +76,8 @@ impl Host {
                     socket: served.spec().config.socket.clone(),
                 };
                 tracing::info!(resource = %new.name(), driver = %record.driver, "switching from the device-plugin API to DRA: the device plugin offers no device any more and stays registered for the containers holding devices");
-                let handover = api_switch::to_dra(&paths, &record, server, served, new.clone());
+                let handover =
+                    api_switch::to_dra(&paths, &record, server, served, new.clone()).await;
                 let launched = self.launch(new).await?;
                 self.handovers
                     .lock()
@@ -138,7 +139,7 @@ impl Host {
                     &self.events,
                     &self.shutdown,
                 );
-                api_switch::to_dra(&paths, &record, server, served, resource.clone())
+                api_switch::to_dra(&paths, &record, server, served, resource.clone()).await
             }
             ServingApi::DevicePlugin => {
                 tracing::info!(resource = %resource.name(), driver = %record.driver, "resuming the switch from DRA to the device-plugin API");
