@@ -126,6 +126,17 @@ def check_dra(label: str, docs: list[dict[str, Any]], failure: Callable[[str], E
         vol = volumes.get(m["name"]) if m else None
         if not vol or vol.get("hostPath", {}).get("path") != path:
             raise failure(f"{where}: {flag} {path} must be the node's {path} (hostPath, same path)")
+    # The PodResources socket: mounted from the node's folder, read only.
+    if "--pod-resources-socket" not in args:
+        raise failure(f"{where}: DRA needs --pod-resources-socket (devices held through the device plugin during a switch)")
+    socket = args[args.index("--pod-resources-socket") + 1]
+    folder = socket.rsplit("/", 1)[0]
+    m = mounts.get(folder)
+    vol = volumes.get(m["name"]) if m else None
+    if not vol or vol.get("hostPath", {}).get("path") != folder:
+        raise failure(f"{where}: --pod-resources-socket {socket} must be in the node's {folder} (hostPath, same path)")
+    if m.get("readOnly") is not True:
+        raise failure(f"{where}: the PodResources folder {folder} must be mounted read-only")
     node_env = [e for e in c.get("env", []) if e.get("name") == "NODE_NAME"]
     if not node_env or node_env[0].get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
         raise failure(f"{where}: NODE_NAME must come from fieldRef spec.nodeName (slices are published per node)")
