@@ -125,3 +125,7 @@ impl PodResourcesReader {
             .collect())
     }
 }
+
+#[cfg(test)]
+#[path = "pod_resources_tests.rs"]
+mod tests;

@@ -169,6 +169,10 @@ async fn a_resource_moves_to_dra_and_back_with_its_containers_running() {
         })
         .await
         .unwrap();
+    // The kubelet keeps the stopped endpoint for its grace, then counts
+    // the resource at 0 (the key stays).
+    kubelet.set_endpoint_grace(std::time::Duration::ZERO);
+    assert_eq!(kubelet.state().capacity(RESOURCE), Some(0));
     assert!(host.handovers().await.is_empty());
     assert!(
         !w.world

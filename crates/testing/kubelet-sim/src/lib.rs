@@ -59,8 +59,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::Request;
 use wdp_kubelet_api::v1beta1::{
-    self, AllocateRequest, ContainerAllocateRequest, ContainerPreferredAllocationRequest, Device,
-    PreStartContainerRequest, PreferredAllocationRequest, device_plugin_client::DevicePluginClient,
+    self, AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse,
+    ContainerPreferredAllocationRequest, Device, PreStartContainerRequest,
+    PreferredAllocationRequest, device_plugin_client::DevicePluginClient,
 };
 
 /// A running simulated kubelet. Dropping it stops the server.
@@ -335,6 +336,31 @@ impl SimKubelet {
             }
             s.pods.retain(|_, pod| !pod.devices.is_empty());
         });
+    }
+
+    /// Runs a pod holding `devices` of `resource` that no admission of
+    /// this stand-in made (one from before: the kubelet's checkpoint, or a
+    /// plugin since gone); answers its name.
+    pub fn add_pod(&self, resource: &str, devices: &[&str]) -> String {
+        let mut pod = String::new();
+        self.state.send_modify(|s| {
+            pod = format!("pod-{}", s.pods_admitted);
+            s.pods_admitted += 1;
+            s.allocated
+                .entry(resource.to_owned())
+                .or_default()
+                .extend(devices.iter().map(|d| (*d).to_owned()));
+            s.pods.insert(
+                pod.clone(),
+                SimPod {
+                    container: "main".to_owned(),
+                    resource: resource.to_owned(),
+                    devices: devices.iter().map(|d| (*d).to_owned()).collect(),
+                    response: ContainerAllocateResponse::default(),
+                },
+            );
+        });
+        pod
     }
 
     /// Ends pod `pod`: its devices are free again (and PodResources no
