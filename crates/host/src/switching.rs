@@ -9,8 +9,8 @@ use std::sync::Arc;
 use wdp_device_plugin::ServerHandle;
 use wdp_dra_driver::DraDriver;
 use wdp_kubelet_socket::{PodResourcesReader, RegistrationPath};
-use wdp_resource::Resource;
 use wdp_resource::config::ServingApi;
+use wdp_resource::{Resource, Withholding};
 
 use crate::api_switch::{self, Direction, SwitchPaths};
 use crate::error::HostError;
@@ -143,7 +143,19 @@ impl Host {
             }
             ServingApi::DevicePlugin => {
                 tracing::info!(resource = %resource.name(), driver = %record.driver, "resuming the switch from DRA to the device-plugin API");
-                let api = self.dra_api(resource).await?;
+                let api = match self.dra_api(resource).await {
+                    Ok(api) => api,
+                    Err(error) => {
+                        // Without the API server the driver cannot be
+                        // served to unprepare its claims: offering nothing
+                        // is the safe way to wait for it.
+                        tracing::error!(resource = %resource.name(), driver = %record.driver, %error, "cannot resume the switch from DRA: every device is withheld until the host starts with the API server reachable");
+                        resource.set_withholding(Withholding::all(
+                            "a switch from DRA could not be resumed (no API server)",
+                        ));
+                        return Ok(());
+                    }
+                };
                 let driver = DraDriver::start(
                     resource.clone(),
                     self.metrics.dra.clone(),

@@ -302,3 +302,66 @@ async fn a_restart_mid_switch_resumes_the_handover() {
     wait_published_without(&w, 8, &[]).await;
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_back_before_the_handover_finished_gives_nothing_twice() {
+    let (w, kubelet, _pod_resources) = device_plugin_world().await;
+    let host = w.start().await;
+    kubelet.wait_registered(RESOURCE, 1, WAIT).await.unwrap();
+    healthy(&kubelet, 8).await;
+    let holder = kubelet.admit(RESOURCE, 1).await.unwrap();
+
+    // To DRA; a claim takes one of the free devices.
+    w.world.write_config(FILE, &dra_config());
+    host.reload().await.unwrap();
+    wait_for_socket(&w.registration_socket()).await;
+    let (endpoint, _) = w.register().await;
+    wait_published_without(&w, 7, &holder.devices).await;
+    let claimed = w.api.put_claim(claim("early", DRIVER, &[&name_of(GPU_B)]));
+    let mut client = dra_client(&endpoint).await;
+    let answer = client
+        .node_prepare_resources(dra::NodePrepareResourcesRequest {
+            claims: vec![claim_ref(&claimed)],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        answer.claims[&claimed.metadata.uid.clone().unwrap()].error,
+        ""
+    );
+
+    // Back before the holder ended: the device plugin offers everything
+    // but the claimed device (the holder's device is the kubelet's own
+    // business: it is allocated there, and offered).
+    w.world.write_config(FILE, &device_plugin_config());
+    host.reload().await.unwrap();
+    healthy(&kubelet, 7).await;
+    let record = kubelet.plugin(RESOURCE).unwrap();
+    let unhealthy: Vec<&str> = record
+        .devices
+        .iter()
+        .filter(|d| d.health != v1beta1::HEALTHY)
+        .map(|d| d.id.as_str())
+        .collect();
+    assert_eq!(unhealthy, [GPU_B]);
+    let admitted = kubelet.admit(RESOURCE, 6).await.unwrap();
+    assert!(
+        !admitted
+            .devices
+            .iter()
+            .any(|d| d == GPU_B || holder.devices.contains(d))
+    );
+    assert_eq!(
+        kubelet.restart_container(&holder.pod).await.unwrap(),
+        holder.devices
+    );
+    client
+        .node_unprepare_resources(dra::NodeUnprepareResourcesRequest {
+            claims: vec![claim_ref(&claimed)],
+        })
+        .await
+        .unwrap();
+    healthy(&kubelet, 8).await;
+    host.shutdown().await;
+}
