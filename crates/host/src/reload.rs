@@ -30,7 +30,7 @@ pub struct ReloadSummary {
     /// Resources left as they were.
     pub unchanged: Vec<String>,
     /// Resources now served through the other kubelet API (`api`
-    /// changed), their devices handed over ([`crate::api_switch`]).
+    /// changed), their devices handed over (docs/api-switch.md).
     pub switched: Vec<String>,
 }
 
