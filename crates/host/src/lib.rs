@@ -12,8 +12,8 @@
 //!
 //! The modules: `options` says where the host reads and serves
 //! ([`HostOptions`]); `preflight` checks those folders; `supervisor` runs
-//! the whole ([`Host`], with `running` the served resources and `watch` the
-//! folder watchers); `reload` plans a live reload ([`ReloadSummary`])
+//! the whole ([`Host`], with `launching` putting a resource in service,
+//! `running` the served resources and `watch` the folder watchers); `reload` plans a live reload ([`ReloadSummary`])
 //! before the supervisor applies it; [`config_sets`] says which
 //! configuration set the node's label names and records the one applied,
 //! `set_follower` follows the label and switches the set live;
@@ -31,6 +31,7 @@
 mod api_switch;
 pub mod config_sets;
 mod error;
+mod launching;
 pub mod metrics;
 mod offline;
 mod options;

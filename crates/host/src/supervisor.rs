@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, broadcast, watch};
 use tokio_util::sync::CancellationToken;
-use wdp_device_plugin::{FolderEvent, ServerHandle};
-use wdp_dra_driver::{DraApi, DraDriver, Draining, DriverPaths};
+use wdp_device_plugin::FolderEvent;
+use wdp_dra_driver::{DraApi, DraDriver, Draining};
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
@@ -25,7 +25,7 @@ use crate::metrics::Metrics;
 use crate::options::HostOptions;
 use crate::preflight;
 use crate::reload::{self, PlanInputs, ReloadPlan, ReloadSummary};
-use crate::running::{Running, Serving, builds_in_use};
+use crate::running::{Running, builds_in_use};
 use crate::watch::{ChangeEvents, watch_config_dir, watch_plugin_dir};
 
 /// The running host.
@@ -237,78 +237,6 @@ impl Host {
     /// config directory is not what is being served.
     pub fn last_reload_error(&self) -> watch::Receiver<Option<String>> {
         self.last_error.subscribe()
-    }
-
-    /// Serves `resource` the way its config says: a device-plugin socket,
-    /// or a DRA driver (the API client is made on the first one).
-    pub(crate) async fn launch(&self, resource: Arc<Resource>) -> Result<Running, HostError> {
-        let driver = resource.spec().config.driver.clone();
-        let serving = match driver {
-            None => Serving::DevicePlugin(ServerHandle::start(
-                resource.clone(),
-                self.metrics.device_plugin.clone(),
-                self.options.device_plugin_dir.clone(),
-                (self.registration == RegistrationPath::PluginWatcher)
-                    .then(|| self.options.plugins_registry_dir.clone()),
-                &self.events,
-                &self.shutdown,
-            )),
-            Some(driver) => {
-                // Configured again while draining: the new driver serves
-                // the claims left, from the same checkpoint.
-                let mut draining = self.draining.lock().await;
-                let (same, others): (Vec<Draining>, Vec<Draining>) = std::mem::take(&mut *draining)
-                    .into_iter()
-                    .partition(|d| d.driver() == driver);
-                *draining = others.into_iter().filter(|d| !d.is_finished()).collect();
-                drop(draining);
-                for old in same {
-                    old.stop().await;
-                }
-                let api = self.dra_api(&resource).await?;
-                Serving::Dra(DraDriver::start(
-                    resource.clone(),
-                    self.metrics.dra.clone(),
-                    &driver,
-                    &self.driver_paths(),
-                    &api,
-                    &self.shutdown,
-                ))
-            }
-        };
-        let refresher = tokio::spawn(resource.clone().refresh_loop(self.shutdown.clone()));
-        Ok(Running {
-            resource,
-            serving,
-            refresher,
-        })
-    }
-
-    /// The API server client of DRA drivers, made on the first call (for
-    /// `resource`, whose file an error names).
-    pub(crate) async fn dra_api(&self, resource: &Resource) -> Result<DraApi, HostError> {
-        let mut api = self.dra_api.lock().await;
-        if let Some(existing) = &*api {
-            return Ok(existing.clone());
-        }
-        let connected = wdp_dra_driver::connect(
-            self.options.kubeconfig.as_deref(),
-            &resource.spec().config.file,
-        )
-        .await?;
-        Ok(api.insert(connected).clone())
-    }
-
-    /// Where DRA drivers live on this node.
-    pub(crate) fn driver_paths(&self) -> DriverPaths {
-        DriverPaths {
-            plugins_dir: self.options.plugins_dir.clone(),
-            plugins_registry_dir: self.options.plugins_registry_dir.clone(),
-            cdi_dir: self.options.cdi_dir.clone(),
-            state_dir: self.options.state_dir.clone(),
-            node_name: self.options.node_name.clone(),
-            instance: self.options.instance_id.clone(),
-        }
     }
 
     /// Whether the DRA driver serving resource `name` is registered with

@@ -1,0 +1,88 @@
+//! Putting a resource in service the way its config says: a device-plugin
+//! server, or a DRA driver (the API server client made on the first one,
+//! a driver still draining from before taken over).
+
+use std::sync::Arc;
+
+use wdp_device_plugin::ServerHandle;
+use wdp_dra_driver::{DraApi, DraDriver, Draining, DriverPaths};
+use wdp_kubelet_socket::RegistrationPath;
+use wdp_resource::Resource;
+
+use crate::error::HostError;
+use crate::running::{Running, Serving};
+use crate::supervisor::Host;
+
+impl Host {
+    /// Serves `resource` the way its config says: a device-plugin socket,
+    /// or a DRA driver (the API client is made on the first one).
+    pub(crate) async fn launch(&self, resource: Arc<Resource>) -> Result<Running, HostError> {
+        let driver = resource.spec().config.driver.clone();
+        let serving = match driver {
+            None => Serving::DevicePlugin(ServerHandle::start(
+                resource.clone(),
+                self.metrics.device_plugin.clone(),
+                self.options.device_plugin_dir.clone(),
+                (self.registration_path() == RegistrationPath::PluginWatcher)
+                    .then(|| self.options.plugins_registry_dir.clone()),
+                &self.events,
+                &self.shutdown,
+            )),
+            Some(driver) => {
+                // Configured again while draining: the new driver serves
+                // the claims left, from the same checkpoint.
+                let mut draining = self.draining.lock().await;
+                let (same, others): (Vec<Draining>, Vec<Draining>) = std::mem::take(&mut *draining)
+                    .into_iter()
+                    .partition(|d| d.driver() == driver);
+                *draining = others.into_iter().filter(|d| !d.is_finished()).collect();
+                drop(draining);
+                for old in same {
+                    old.stop().await;
+                }
+                let api = self.dra_api(&resource).await?;
+                Serving::Dra(DraDriver::start(
+                    resource.clone(),
+                    self.metrics.dra.clone(),
+                    &driver,
+                    &self.driver_paths(),
+                    &api,
+                    &self.shutdown,
+                ))
+            }
+        };
+        let refresher = tokio::spawn(resource.clone().refresh_loop(self.shutdown.clone()));
+        Ok(Running {
+            resource,
+            serving,
+            refresher,
+        })
+    }
+
+    /// The API server client of DRA drivers, made on the first call (for
+    /// `resource`, whose file an error names).
+    pub(crate) async fn dra_api(&self, resource: &Resource) -> Result<DraApi, HostError> {
+        let mut api = self.dra_api.lock().await;
+        if let Some(existing) = &*api {
+            return Ok(existing.clone());
+        }
+        let connected = wdp_dra_driver::connect(
+            self.options.kubeconfig.as_deref(),
+            &resource.spec().config.file,
+        )
+        .await?;
+        Ok(api.insert(connected).clone())
+    }
+
+    /// Where DRA drivers live on this node.
+    pub(crate) fn driver_paths(&self) -> DriverPaths {
+        DriverPaths {
+            plugins_dir: self.options.plugins_dir.clone(),
+            plugins_registry_dir: self.options.plugins_registry_dir.clone(),
+            cdi_dir: self.options.cdi_dir.clone(),
+            state_dir: self.options.state_dir.clone(),
+            node_name: self.options.node_name.clone(),
+            instance: self.options.instance_id.clone(),
+        }
+    }
+}
