@@ -27,6 +27,7 @@ impl Running {
     /// Stops refreshing and serving; the sockets go.
     pub(crate) async fn stop(self) {
         self.refresher.abort();
+        self.resource.stop_watching();
         match self.serving {
             Serving::DevicePlugin(server) => server.stop().await,
             Serving::Dra(driver) => driver.stop().await,

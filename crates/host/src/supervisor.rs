@@ -249,23 +249,28 @@ impl Host {
             .map(DraDriver::is_registered)
     }
 
-    /// Stops every resource: streams end, sockets go.
+    /// Stops every resource, all at once: streams end, sockets go.
+    ///
+    /// The folder watchers go first: closing an inotify instance that had
+    /// watches waits out a kernel grace period (up to about 20 ms), in
+    /// the watcher's own thread, and the process cannot exit before it
+    /// ends. Started first, that wait overlaps the rest of the shutdown.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        for (_, handover) in std::mem::take(&mut *self.handovers.lock().await) {
-            handover.finish().await;
-        }
-        let mut running = self.running.lock().await;
-        for (_, r) in std::mem::take(&mut *running) {
-            r.stop().await;
-        }
-        for draining in std::mem::take(&mut *self.draining.lock().await) {
-            draining.stop().await;
-        }
-        self.watchers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        drop(std::mem::take(
+            &mut *self.watchers.lock().unwrap_or_else(PoisonError::into_inner),
+        ));
+        // Retiring device-plugin servers of resources moving to DRA stop
+        // (their sockets go) beside everything else.
+        let handovers = std::mem::take(&mut *self.handovers.lock().await);
+        let running = std::mem::take(&mut *self.running.lock().await);
+        futures::future::join(
+            futures::future::join_all(handovers.into_values().map(Handover::finish)),
+            futures::future::join_all(running.into_values().map(Running::stop)),
+        )
+        .await;
+        let draining = std::mem::take(&mut *self.draining.lock().await);
+        futures::future::join_all(draining.into_iter().map(Draining::stop)).await;
     }
 }
 

@@ -143,7 +143,7 @@ impl SocketServer {
             path: path.to_owned(),
             inode,
             removed,
-            _watcher: watcher,
+            removal_watcher: watcher,
             server_stop,
             server,
             registered: self.registered.clone(),
@@ -158,7 +158,10 @@ pub struct ServedSocket {
     path: PathBuf,
     inode: Option<u64>,
     removed: Arc<Notify>,
-    _watcher: Option<notify::RecommendedWatcher>,
+    /// Dropped first at [`ServedSocket::close`]: closing its inotify
+    /// instance waits out a kernel grace period in the watcher's thread,
+    /// which then overlaps the rest of the close.
+    removal_watcher: Option<notify::RecommendedWatcher>,
     server_stop: CancellationToken,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     registered: Arc<watch::Sender<bool>>,
@@ -209,7 +212,8 @@ impl ServedSocket {
     /// Unlinks the path as `unlink` says, then ends the server (its streams
     /// end after the unlink, so nothing sees one end while the socket
     /// lingers) and waits for it. Registered is false afterwards.
-    pub async fn close(self, unlink: Unlink) {
+    pub async fn close(mut self, unlink: Unlink) {
+        drop(self.removal_watcher.take());
         if unlink == Unlink::IfOurs && self.is_ours() {
             let _ = std::fs::remove_file(&self.path);
         }

@@ -250,6 +250,15 @@ impl Resource {
         self.refresh_wanted.notify_one();
     }
 
+    /// Takes the hardware watches away (the resource is stopping): their
+    /// inotify marks go now, so the kernel's grace period for them
+    /// overlaps the rest of the shutdown instead of delaying the exit.
+    pub fn stop_watching(&self) {
+        if let Some(watcher) = &self.hardware {
+            watcher.set_paths(&[]);
+        }
+    }
+
     /// Asks the refresh loop to run now.
     pub fn request_refresh(&self) {
         self.refresh_wanted.notify_one();
@@ -346,9 +355,11 @@ impl Resource {
         });
         self.metrics.set_devices(&self.name, healthy, unhealthy);
         self.write_cdi_spec();
-        if healthy + unhealthy >= TRIM_AFTER_DEVICES {
+        if changed && healthy + unhealthy >= TRIM_AFTER_DEVICES {
             // The previous set and this run's scratch are free now:
             // megabytes for a large resource, which the allocator would keep.
+            // An unchanged run frees only scratch the next run reuses: no
+            // trim (a millisecond per poll while idle).
             wdp_policy::release_free_memory();
         }
         self.log_health(previous.as_deref(), &set, healthy, unhealthy);

@@ -63,3 +63,12 @@ fn slow_refreshes_poll_less_often() {
         Duration::from_secs(15)
     );
 }
+
+#[test]
+fn a_stopping_resource_watches_no_hardware() {
+    let (_tmp, resource) = nodes_resource(2);
+    let watcher = resource.hardware.as_ref().expect("inotify is available");
+    assert!(!watcher.watched().is_empty());
+    resource.stop_watching();
+    assert_eq!(watcher.watched(), Vec::<std::path::PathBuf>::new());
+}
