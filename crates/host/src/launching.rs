@@ -14,20 +14,26 @@ use crate::running::{Running, Serving};
 use crate::supervisor::Host;
 
 impl Host {
+    /// Serves `resource` on its device-plugin socket and registers it, the
+    /// way this host registers.
+    pub(crate) fn device_plugin_server(&self, resource: Arc<Resource>) -> ServerHandle {
+        ServerHandle::start(
+            resource,
+            self.metrics.device_plugin.clone(),
+            self.options.device_plugin_dir.clone(),
+            (self.registration_path() == RegistrationPath::PluginWatcher)
+                .then(|| self.options.plugins_registry_dir.clone()),
+            &self.events,
+            &self.shutdown,
+        )
+    }
+
     /// Serves `resource` the way its config says: a device-plugin socket,
     /// or a DRA driver (the API client is made on the first one).
     pub(crate) async fn launch(&self, resource: Arc<Resource>) -> Result<Running, HostError> {
         let driver = resource.spec().config.driver.clone();
         let serving = match driver {
-            None => Serving::DevicePlugin(ServerHandle::start(
-                resource.clone(),
-                self.metrics.device_plugin.clone(),
-                self.options.device_plugin_dir.clone(),
-                (self.registration_path() == RegistrationPath::PluginWatcher)
-                    .then(|| self.options.plugins_registry_dir.clone()),
-                &self.events,
-                &self.shutdown,
-            )),
+            None => Serving::DevicePlugin(self.device_plugin_server(resource.clone())),
             Some(driver) => {
                 // Configured again while draining: the new driver serves
                 // the claims left, from the same checkpoint.

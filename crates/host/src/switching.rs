@@ -6,9 +6,8 @@
 
 use std::sync::Arc;
 
-use wdp_device_plugin::ServerHandle;
 use wdp_dra_driver::DraDriver;
-use wdp_kubelet_socket::{PodResourcesReader, RegistrationPath};
+use wdp_kubelet_socket::PodResourcesReader;
 use wdp_resource::config::ServingApi;
 use wdp_resource::{Resource, Withholding};
 
@@ -130,15 +129,7 @@ impl Host {
             ServingApi::Dra => {
                 tracing::info!(resource = %resource.name(), "resuming the switch from the device-plugin API to DRA");
                 let served = self.retiring_resource(resource, &record).await?;
-                let server = ServerHandle::start(
-                    served.clone(),
-                    self.metrics.device_plugin.clone(),
-                    self.options.device_plugin_dir.clone(),
-                    (self.registration_path() == RegistrationPath::PluginWatcher)
-                        .then(|| self.options.plugins_registry_dir.clone()),
-                    &self.events,
-                    &self.shutdown,
-                );
+                let server = self.device_plugin_server(served.clone());
                 api_switch::to_dra(&paths, &record, server, served, resource.clone()).await
             }
             ServingApi::DevicePlugin => {
