@@ -275,7 +275,7 @@ fn change_latency(root: &HostRoot, dir: &Path, selectors: [Selector; 2]) {
         .unwrap();
     rt.block_on(async {
         let scan = discover(root, &selectors).unwrap();
-        let watcher = ChangeWatcher::new(root).unwrap();
+        let watcher = ChangeWatcher::new(root);
         let warnings = watcher.set_paths(&watch_paths(root, &selectors, &scan.candidates));
         assert!(warnings.is_empty(), "{warnings:?}");
         let mut rx = watcher.subscribe();

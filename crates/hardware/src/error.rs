@@ -41,13 +41,4 @@ pub enum HardwareError {
         #[source]
         source: std::io::Error,
     },
-    /// The change watcher could not be set up or could not watch a path.
-    #[error("cannot watch {}: {source}", path.display())]
-    Watch {
-        /// Host path being watched (`/` when setting up the watcher itself).
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: notify::Error,
-    },
 }

@@ -1,6 +1,7 @@
 //! Change watching, the event half of health inputs.
 //!
-//! [`ChangeWatcher`] puts inotify watches (through `notify`) on a replaceable
+//! [`ChangeWatcher`] puts inotify watches (through the process's one
+//! watcher, [`wdp_fs_watch`]) on a replaceable
 //! set of host paths, non-recursively, and bumps a generation counter on any
 //! create, remove, rename, content or metadata change under them. Receivers
 //! ([`ChangeReceiver`]) wake once per burst: events that arrive before a
@@ -24,12 +25,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use notify::event::{EventKind, MetadataKind, ModifyKind};
-use notify::{RecursiveMode, Watcher};
 use tokio::sync::watch;
+use wdp_fs_watch::event::{EventKind, MetadataKind, ModifyKind};
+use wdp_fs_watch::{FolderWatch, RecursiveMode};
 
 use crate::candidate::{Candidate, CandidateKind};
-use crate::error::HardwareError;
 use crate::nodes::has_glob_meta;
 use crate::pci::PCI_DEVICES;
 use crate::root::{HostRoot, link_target_host, normalize_host};
@@ -58,7 +58,7 @@ impl std::fmt::Debug for ChangeWatcher {
 }
 
 struct State {
-    watcher: notify::RecommendedWatcher,
+    watcher: FolderWatch,
     /// Real paths currently watched.
     watched: BTreeSet<PathBuf>,
 }
@@ -106,7 +106,7 @@ pub(crate) fn note_own_write(real: &Path) {
 }
 
 /// Whether `event` only echoes this process's own recent writes.
-fn own_write_echo(event: &notify::Event) -> bool {
+fn own_write_echo(event: &wdp_fs_watch::Event) -> bool {
     if !matches!(
         event.kind,
         EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Metadata(_) | ModifyKind::Any)
@@ -128,7 +128,7 @@ fn own_write_echo(event: &notify::Event) -> bool {
 }
 
 /// True for events that mean the watched hardware may have changed.
-fn relevant(event: &notify::Event) -> bool {
+fn relevant(event: &wdp_fs_watch::Event) -> bool {
     if own_write_echo(event) {
         return false;
     }
@@ -144,21 +144,20 @@ fn relevant(event: &notify::Event) -> bool {
 }
 
 impl ChangeWatcher {
-    /// A watcher for paths beneath `root`, watching nothing yet.
-    ///
-    /// # Errors
-    /// [`HardwareError::Watch`] when inotify cannot be set up.
-    pub fn new(root: &HostRoot) -> Result<Self, HardwareError> {
+    /// A watcher for paths beneath `root`, watching nothing yet. When the
+    /// process's inotify instance cannot be made, [`Self::set_paths`] says
+    /// so for each path.
+    pub fn new(root: &HostRoot) -> Self {
         let (tx, _) = watch::channel(0u64);
         let tx = Arc::new(tx);
         let dropped: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
         // The callback holds the sender weakly, so dropping the watcher
-        // closes receivers at once, whatever notify's thread is doing.
+        // closes receivers at once, whatever the watcher thread is doing.
         let (event_tx, event_dropped) = (Arc::downgrade(&tx), Arc::clone(&dropped));
-        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let watcher = FolderWatch::new(move |res| {
             match res {
                 Ok(event) => {
-                    if !relevant(&event) {
+                    if !relevant(event) {
                         return;
                     }
                     if matches!(
@@ -177,12 +176,8 @@ impl ChangeWatcher {
             if let Some(tx) = event_tx.upgrade() {
                 tx.send_modify(|generation| *generation += 1);
             }
-        })
-        .map_err(|source| HardwareError::Watch {
-            path: PathBuf::from("/"),
-            source,
-        })?;
-        Ok(Self {
+        });
+        Self {
             root: root.clone(),
             tx,
             dropped,
@@ -190,7 +185,7 @@ impl ChangeWatcher {
                 watcher,
                 watched: BTreeSet::new(),
             }),
-        })
+        }
     }
 
     /// A new receiver; it wakes on changes after this call.
@@ -222,8 +217,7 @@ impl ChangeWatcher {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let stale: Vec<PathBuf> = state.watched.difference(&wanted).cloned().collect();
         for path in stale {
-            // Fails harmlessly when the kernel already dropped the watch.
-            let _ = state.watcher.unwatch(&path);
+            state.watcher.unwatch(&path);
             state.watched.remove(&path);
         }
         let mut warnings = Vec::new();

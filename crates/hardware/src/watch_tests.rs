@@ -2,8 +2,8 @@ use super::*;
 
 #[test]
 fn reads_and_device_writes_are_not_changes() {
-    use notify::event::{AccessKind, CreateKind, DataChange, RemoveKind};
-    let event = |kind, path: &str| notify::Event::new(kind).add_path(PathBuf::from(path));
+    use wdp_fs_watch::event::{AccessKind, CreateKind, DataChange, RemoveKind};
+    let event = |kind, path: &str| wdp_fs_watch::Event::new(kind).add_path(PathBuf::from(path));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("attr");
     std::fs::write(&file, b"1").unwrap();

@@ -66,8 +66,8 @@ pub enum HostError {
     Watch {
         /// The folder.
         dir: PathBuf,
-        /// notify's error.
+        /// The watcher's error.
         #[source]
-        source: notify::Error,
+        source: wdp_fs_watch::Error,
     },
 }

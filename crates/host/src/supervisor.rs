@@ -56,7 +56,7 @@ pub struct Host {
     /// Content hashes of the guests the configuration before the current
     /// one used: a reload keeps them compiled, so reverting is a cache hit.
     pub(crate) previous_builds: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    watchers: std::sync::Mutex<Vec<notify::RecommendedWatcher>>,
+    watchers: std::sync::Mutex<Vec<wdp_fs_watch::FolderWatch>>,
     /// DRA drivers whose resource left the configuration, still serving
     /// unprepare for the claims they prepared.
     pub(crate) draining: Mutex<Vec<Draining>>,
@@ -251,10 +251,10 @@ impl Host {
 
     /// Stops every resource, all at once: streams end, sockets go.
     ///
-    /// The folder watchers go first: closing an inotify instance that had
-    /// watches waits out a kernel grace period (up to about 20 ms), in
-    /// the watcher's own thread, and the process cannot exit before it
-    /// ends. Started first, that wait overlaps the rest of the shutdown.
+    /// The folder watches go first, so that nothing reacts to the sockets
+    /// this removes. (A process about to exit also calls
+    /// [`wdp_fs_watch::close`] before this: the kernel's grace period for
+    /// closing the inotify instance then overlaps the shutdown.)
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         drop(std::mem::take(

@@ -1,4 +1,5 @@
-//! The two folders the host watches with notify: the config directory
+//! The two folders the host watches through the process's one inotify
+//! instance ([`wdp_fs_watch`]): the config directory
 //! (every change but a mere access is a reason to reload) and the
 //! device-plugin folder (the kubelet's socket created again, or a socket
 //! removed, are what device-plugin servers act on).
@@ -6,9 +7,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::broadcast;
 use wdp_device_plugin::FolderEvent;
+use wdp_fs_watch::{EventKind, FolderWatch, RecursiveMode};
 use wdp_kubelet_api::v1beta1;
 
 use crate::error::HostError;
@@ -19,22 +20,19 @@ pub(crate) type ChangeEvents = tokio::sync::mpsc::UnboundedReceiver<()>;
 
 /// Watches the config directory recursively; every change but a mere
 /// access sends one message.
-pub(crate) fn watch_config_dir(
-    dir: &Path,
-) -> Result<(notify::RecommendedWatcher, ChangeEvents), HostError> {
+pub(crate) fn watch_config_dir(dir: &Path) -> Result<(FolderWatch, ChangeEvents), HostError> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let fail = |source| HostError::Watch {
         dir: dir.to_owned(),
         source,
     };
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+    let watcher = FolderWatch::new(move |event| {
         if let Ok(event) = event
             && !matches!(event.kind, EventKind::Access(_))
         {
             let _ = tx.send(());
         }
-    })
-    .map_err(fail)?;
+    });
     watcher.watch(dir, RecursiveMode::Recursive).map_err(fail)?;
     Ok((watcher, rx))
 }
@@ -46,12 +44,12 @@ pub(crate) fn watch_plugin_dir(
     dir: &Path,
     events: broadcast::Sender<FolderEvent>,
     metrics: Arc<Metrics>,
-) -> Result<notify::RecommendedWatcher, HostError> {
+) -> Result<FolderWatch, HostError> {
     let fail = |source| HostError::Watch {
         dir: dir.to_owned(),
         source,
     };
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+    let watcher = FolderWatch::new(move |event| {
         let Ok(event) = event else { return };
         for path in &event.paths {
             let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
@@ -62,14 +60,14 @@ pub(crate) fn watch_plugin_dir(
                     metrics.host.kubelet_restarts.inc();
                     let _ = events.send(FolderEvent::KubeletSocketCreated);
                 }
-                EventKind::Remove(_) | EventKind::Modify(notify::event::ModifyKind::Name(_)) => {
+                EventKind::Remove(_)
+                | EventKind::Modify(wdp_fs_watch::event::ModifyKind::Name(_)) => {
                     let _ = events.send(FolderEvent::Removed(file.to_owned()));
                 }
                 _ => {}
             }
         }
-    })
-    .map_err(fail)?;
+    });
     watcher
         .watch(dir, RecursiveMode::NonRecursive)
         .map_err(fail)?;

@@ -29,7 +29,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::net::UnixListener;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -37,6 +36,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::service::Routes;
+use wdp_fs_watch::{EventKind, FolderWatch, RecursiveMode};
 
 use crate::authority::AuthorityFix;
 use crate::backoff::Backoff;
@@ -158,10 +158,9 @@ pub struct ServedSocket {
     path: PathBuf,
     inode: Option<u64>,
     removed: Arc<Notify>,
-    /// Dropped first at [`ServedSocket::close`]: closing its inotify
-    /// instance waits out a kernel grace period in the watcher's thread,
-    /// which then overlaps the rest of the close.
-    removal_watcher: Option<notify::RecommendedWatcher>,
+    /// Dropped first at [`ServedSocket::close`], so that the unlink that
+    /// follows is not taken for a removal.
+    removal_watcher: Option<FolderWatch>,
     server_stop: CancellationToken,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     registered: Arc<watch::Sender<bool>>,
@@ -272,20 +271,19 @@ fn spawn_server(
 }
 
 /// Wakes `removed` when `path` is removed or renamed away.
-fn watch_removal(path: &Path, removed: Arc<Notify>) -> Option<notify::RecommendedWatcher> {
+fn watch_removal(path: &Path, removed: Arc<Notify>) -> Option<FolderWatch> {
     let dir = path.parent()?.to_owned();
     let name = path.file_name()?.to_owned();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+    let watcher = FolderWatch::new(move |event| {
         let Ok(event) = event else { return };
         if matches!(
             event.kind,
-            EventKind::Remove(_) | EventKind::Modify(notify::event::ModifyKind::Name(_))
+            EventKind::Remove(_) | EventKind::Modify(wdp_fs_watch::event::ModifyKind::Name(_))
         ) && event.paths.iter().any(|p| p.file_name() == Some(&name))
         {
             removed.notify_one();
         }
-    })
-    .ok()?;
+    });
     watcher.watch(&dir, RecursiveMode::NonRecursive).ok()?;
     Some(watcher)
 }

@@ -1,7 +1,9 @@
 //! The engine: [`PolicyEngine`] creates one wasmtime `Engine` (with its
 //! epoch ticker, the shared linker and the precompiled-guest directory)
-//! from [`EngineSettings`], and loads guests through the cache of compiled
-//! builds ([`crate::compiled_cache`]).
+//! from [`EngineSettings`] when the first guest is loaded, and loads guests
+//! through the cache of compiled builds ([`crate::compiled_cache`]). A host
+//! whose configuration names no guest never creates it: no address-space
+//! reservation, no ticker thread, nothing to tear down at exit.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -121,18 +123,26 @@ impl fmt::Debug for EngineSettings {
 /// linker with the host imports and an empty WASI context, and a cache of
 /// compiled guests keyed by the SHA-256 of their bytes.
 ///
+/// The wasmtime pieces are made on the first load
+/// ([`PolicyEngine::load_bytes`] and the loads built on it), not by
+/// [`PolicyEngine::new`]: creating them reserves the pooling allocator's
+/// address space and starts the ticker thread, which a configuration
+/// without guests never needs.
+///
 /// Cheap to share behind an `Arc`; every method takes `&self`.
 pub struct PolicyEngine {
-    shared: Arc<Shared>,
+    settings: EngineSettings,
+    /// The wasmtime engine and what guests share, once a guest was loaded.
+    shared: Mutex<Option<Arc<Shared>>>,
     cache: Mutex<CompiledCache>,
 }
 
 impl fmt::Debug for PolicyEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicyEngine")
-            .field("epoch_tick", &self.shared.epoch_tick)
-            .field("max_memory_bytes", &self.shared.max_memory_bytes)
-            .field("pooling", &self.shared.pooling)
+            .field("epoch_tick", &self.settings.epoch_tick)
+            .field("max_memory_bytes", &self.settings.max_memory_bytes)
+            .field("created", &self.created().is_some())
             .finish_non_exhaustive()
     }
 }
@@ -164,75 +174,115 @@ fn engine_config(settings: &EngineSettings, pooling: bool) -> Result<Config, Pol
     Ok(config)
 }
 
-impl PolicyEngine {
-    /// Creates the engine and starts its epoch ticker.
-    pub fn new(settings: EngineSettings) -> Result<Self, PolicyError> {
-        let mut pooling = settings.pooling;
-        let engine = if pooling {
-            match Engine::new(&engine_config(&settings, true)?) {
-                Ok(engine) => engine,
-                Err(error) => {
-                    tracing::warn!(
-                        error = %format!("{error:#}"),
-                        "pooling instance allocator unavailable (cannot reserve virtual memory?); \
-                         falling back to on-demand allocation"
-                    );
-                    pooling = false;
-                    Engine::new(&engine_config(&settings, false)?)
-                        .map_err(|e| PolicyError::Engine(format!("{e:#}")))?
-                }
+/// Creates the wasmtime engine (falling back from the pooling allocator
+/// when its address space cannot be reserved), the linker, the
+/// precompiled-guest directory and the epoch ticker.
+fn create_shared(settings: &EngineSettings) -> Result<Shared, PolicyError> {
+    let mut pooling = settings.pooling;
+    let engine = if pooling {
+        match Engine::new(&engine_config(settings, true)?) {
+            Ok(engine) => engine,
+            Err(error) => {
+                tracing::warn!(
+                    error = %format!("{error:#}"),
+                    "pooling instance allocator unavailable (cannot reserve virtual memory?); \
+                     falling back to on-demand allocation"
+                );
+                pooling = false;
+                Engine::new(&engine_config(settings, false)?)
+                    .map_err(|e| PolicyError::Engine(format!("{e:#}")))?
             }
-        } else {
-            Engine::new(&engine_config(&settings, false)?)
-                .map_err(|e| PolicyError::Engine(format!("{e:#}")))?
-        };
-        // An unusable directory costs speed and memory, not correctness:
-        // guests are then compiled in this process, as without one.
-        let precompiled = settings.precompiled_cache_dir.as_ref().and_then(|dir| {
-            PrecompiledDir::new(dir.clone(), &engine)
-                .inspect_err(|error| {
-                    tracing::warn!(dir = %dir.display(), %error, "not using the precompiled-guest directory; guests are compiled in this process");
-                })
-                .ok()
-        });
-        let linker =
-            linker::linker(&engine).map_err(|e| PolicyError::Engine(format!("linker: {e:#}")))?;
-        let ticker = Ticker::start(
-            engine.clone(),
-            settings.epoch_tick.max(Duration::from_micros(100)),
-        )?;
-        let max_memory_bytes = settings.max_memory_bytes;
-        let load_limits = CallLimits {
-            timeout: settings.load_limits.timeout,
-            memory_bytes: settings.load_limits.memory_bytes.min(max_memory_bytes),
-        };
+        }
+    } else {
+        Engine::new(&engine_config(settings, false)?)
+            .map_err(|e| PolicyError::Engine(format!("{e:#}")))?
+    };
+    // An unusable directory costs speed and memory, not correctness:
+    // guests are then compiled in this process, as without one.
+    let precompiled = settings.precompiled_cache_dir.as_ref().and_then(|dir| {
+        PrecompiledDir::new(dir.clone(), &engine)
+            .inspect_err(|error| {
+                tracing::warn!(dir = %dir.display(), %error, "not using the precompiled-guest directory; guests are compiled in this process");
+            })
+            .ok()
+    });
+    let linker =
+        linker::linker(&engine).map_err(|e| PolicyError::Engine(format!("linker: {e:#}")))?;
+    let ticker = Ticker::start(
+        engine.clone(),
+        settings.epoch_tick.max(Duration::from_micros(100)),
+    )?;
+    let max_memory_bytes = settings.max_memory_bytes;
+    let load_limits = CallLimits {
+        timeout: settings.load_limits.timeout,
+        memory_bytes: settings.load_limits.memory_bytes.min(max_memory_bytes),
+    };
+    Ok(Shared {
+        engine,
+        linker,
+        epoch_tick: settings.epoch_tick,
+        max_memory_bytes,
+        load_limits,
+        observer: settings.observer.clone(),
+        pooling,
+        warm_instances: settings.warm_instances,
+        precompiled,
+        ticker,
+    })
+}
+
+impl PolicyEngine {
+    /// An engine with these settings. Its configuration is checked here;
+    /// the wasmtime engine itself is created by the first load.
+    pub fn new(settings: EngineSettings) -> Result<Self, PolicyError> {
+        engine_config(&settings, settings.pooling)?;
         Ok(Self {
-            shared: Arc::new(Shared {
-                engine,
-                linker,
-                epoch_tick: settings.epoch_tick,
-                max_memory_bytes,
-                load_limits,
-                observer: settings.observer,
-                pooling,
-                warm_instances: settings.warm_instances,
-                precompiled,
-                ticker,
-            }),
             cache: Mutex::new(CompiledCache::new(settings.unused_cache_bytes)),
+            settings,
+            shared: Mutex::new(None),
         })
+    }
+
+    /// The wasmtime engine and what guests share, created on first use.
+    fn shared(&self) -> Result<Arc<Shared>, PolicyError> {
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(created) = shared.as_ref() {
+            return Ok(Arc::clone(created));
+        }
+        let created = Arc::new(create_shared(&self.settings)?);
+        *shared = Some(Arc::clone(&created));
+        Ok(created)
+    }
+
+    /// The wasmtime engine's shared state if a load created it already.
+    fn created(&self) -> Option<Arc<Shared>> {
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Where the compiled build of a guest with `bytes` is kept on disk
     /// ([`EngineSettings::precompiled_cache_dir`]); `None` without one.
+    /// Creates the wasmtime engine if no load did yet (the directory's
+    /// name depends on it); `None` too when it cannot be created.
     pub fn precompiled_path(&self, bytes: &[u8]) -> Option<PathBuf> {
-        let dir = self.shared.precompiled.as_ref()?;
+        let shared = self.shared().ok()?;
+        let dir = shared.precompiled.as_ref()?;
         Some(dir.path(&content_hash(bytes)))
     }
 
     /// Whether the pooling allocator is in use (false after a fallback).
+    /// Creates the wasmtime engine if no load did yet; `false` when it
+    /// cannot be created.
     pub fn uses_pooling(&self) -> bool {
-        self.shared.pooling
+        self.shared().is_ok_and(|shared| shared.pooling)
+    }
+
+    /// Whether the wasmtime engine exists, i.e. a guest was loaded (or
+    /// [`Self::precompiled_path`] or [`Self::uses_pooling`] asked for it).
+    pub fn is_created(&self) -> bool {
+        self.created().is_some()
     }
 
     /// Loads a guest from a file; the guest's name is the file name.
@@ -296,21 +346,18 @@ impl PolicyEngine {
     /// imports (all provided by the host), pre-links it, and type-checks
     /// every exported hook in a throwaway instance.
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<Arc<Guest>, LoadError> {
+        let shared = self.shared()?;
         let hash = content_hash(bytes);
         let cached = self.cache().get(&hash);
         let prepared = match cached {
             Some(prepared) => prepared,
             None => {
-                let prepared = Arc::new(Prepared::new(&self.shared, name, &hash, bytes)?);
+                let prepared = Arc::new(Prepared::new(&shared, name, &hash, bytes)?);
                 self.cache().insert(Arc::clone(&prepared));
                 prepared
             }
         };
-        Ok(Arc::new(Guest::new(
-            name.to_string(),
-            prepared,
-            Arc::clone(&self.shared),
-        )))
+        Ok(Arc::new(Guest::new(name.to_string(), prepared, shared)))
     }
 
     /// Drops from the compiled-guest cache every build whose content hash
@@ -338,7 +385,7 @@ impl PolicyEngine {
     /// Compiles `bytes` without keeping or checking anything: how long
     /// compilation takes (benchmarks) or whether it succeeds.
     pub fn compile_only(&self, bytes: &[u8]) -> Result<(), LoadError> {
-        Component::new(&self.shared.engine, bytes)
+        Component::new(&self.shared()?.engine, bytes)
             .map(|_| ())
             .map_err(|e| LoadError::Compile {
                 guest: "<bytes>".into(),

@@ -111,6 +111,9 @@ pub enum LoadError {
         /// The versions the host accepts.
         host_range: &'static str,
     },
+    /// The Wasm engine, created by the first load, could not be created.
+    #[error(transparent)]
+    Engine(#[from] PolicyError),
     /// The guest exports no hook at all.
     #[error(
         "guest {guest:?} exports no hook (expected at least one of discovery, health, \

@@ -102,9 +102,7 @@ impl Resource {
             warnings: Mutex::new(BTreeSet::new()),
             metrics,
             refresh_wanted: Notify::new(),
-            hardware: ChangeWatcher::new(&root)
-                .inspect_err(|error| tracing::warn!(%error, "no hardware events; polling only"))
-                .ok(),
+            hardware: Some(ChangeWatcher::new(&root)),
             cdi_dir,
             cdi_written: Mutex::new(None),
             health_log: Mutex::new(HealthLog::default()),

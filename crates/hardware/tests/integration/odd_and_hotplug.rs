@@ -294,7 +294,7 @@ async fn watcher_sees_unplug_and_replug() {
             "{expected} not in {paths:?}"
         );
     }
-    let watcher = ChangeWatcher::new(&root).unwrap();
+    let watcher = ChangeWatcher::new(&root);
     assert!(watcher.set_paths(&paths).is_empty());
     assert_eq!(watcher.watched(), paths);
     let mut rx = watcher.subscribe();
@@ -344,7 +344,7 @@ async fn watcher_sees_unplug_and_replug() {
 #[tokio::test]
 async fn watcher_falls_back_to_ancestors_and_moves_down() {
     let (dir, root) = fixture_copy("sriov-nic");
-    let watcher = ChangeWatcher::new(&root).unwrap();
+    let watcher = ChangeWatcher::new(&root);
     // /dev/vfio/46 does not exist yet: its parent is watched instead.
     let wanted = [
         PathBuf::from("/dev/vfio/46/x"),

@@ -151,3 +151,23 @@ fn unused_builds_are_bounded_by_bytes_and_dropped_on_request() {
     engine.retain_compiled(|_| false);
     assert_eq!(engine.cache_stats(), wdp_policy::CacheStats::default());
 }
+
+/// A host whose configuration names no guest never pays for the Wasm
+/// engine: it is created by the first load that gets as far as compiling,
+/// not by `PolicyEngine::new`, nor by a file refused before compiling.
+#[test]
+fn the_wasm_engine_is_created_by_the_first_compiling_load() {
+    let engine = small_engine(0);
+    assert!(!engine.is_created(), "created before any load");
+
+    let refused = load_bounded(&engine, Path::new("/dev/zero"));
+    assert!(matches!(refused, LoadError::NotAFile { .. }), "{refused:?}");
+    assert!(
+        !engine.is_created(),
+        "created by a load refused before compiling"
+    );
+
+    let bytes = std::fs::read(artifacts::PRESENCE_HEALTH).unwrap();
+    engine.load_bytes("health.wasm", &bytes).unwrap();
+    assert!(engine.is_created());
+}
