@@ -255,3 +255,70 @@ async fn companion_nodes_reach_every_container_and_their_absence_is_unhealthy() 
         .await;
     assert!(log.contains("WARN"), "{log}");
 }
+
+/// Unset, `get-preferred-allocation` follows the devices: GPUs on two NUMA
+/// nodes are worth packing (offered); once the resource's GPUs are all on
+/// one node, any pick is as good, so it registers again without it (a
+/// round trip less per container).
+#[tokio::test]
+async fn preferred_allocation_is_offered_while_the_devices_span_numa_nodes() {
+    let world = World::from_fixture("gpu-server");
+    world.write_config(
+        "host.toml",
+        "version = 1\npoll-interval-ms = 50\nreload-debounce-ms = 20\n",
+    );
+    world.write_config(
+        "gpu.toml",
+        "version = 1\nresource = \"e2e.example.com/gpu\"\n[[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\n",
+    );
+    let kubelet = world.kubelet().await;
+    let plugin = world.spawn();
+    let first = kubelet
+        .wait_registered("e2e.example.com/gpu", 1, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    assert!(
+        first
+            .registration
+            .options
+            .unwrap()
+            .get_preferred_allocation_available,
+        "GPUs on NUMA nodes 0 and 1"
+    );
+    let admission = kubelet.admit("e2e.example.com/gpu", 2).await.unwrap();
+    assert_eq!(admission.preferred.as_ref().map(Vec::len), Some(2));
+    kubelet.release("e2e.example.com/gpu", &admission.devices);
+
+    // The resource narrowed to the NUMA node 0 GPUs (a live reload; the
+    // registration options in the file did not change, the devices did).
+    world.write_config(
+        "gpu.toml",
+        "version = 1\nresource = \"e2e.example.com/gpu\"\n[[pci]]\nvendor = \"0x10de\"\nclass = \"0x0302\"\naddress = \"0000:0*\"\n",
+    );
+    let state = kubelet
+        .wait_for("a registration without GetPreferredAllocation", WAIT, |s| {
+            s.plugins.get("e2e.example.com/gpu").is_some_and(|p| {
+                p.registrations >= 2
+                    && !p
+                        .registration
+                        .options
+                        .unwrap()
+                        .get_preferred_allocation_available
+            })
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    assert!(state.refusals.is_empty(), "{:?}", state.refusals);
+    kubelet
+        .wait_devices("e2e.example.com/gpu", WAIT, |d| {
+            d.iter().filter(|d| d.health == "Healthy").count() == 4
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    let admission = kubelet.admit("e2e.example.com/gpu", 2).await.unwrap();
+    assert_eq!(
+        admission.preferred, None,
+        "GetPreferredAllocation was called"
+    );
+    assert_eq!(admission.response.devices.len(), 2);
+}

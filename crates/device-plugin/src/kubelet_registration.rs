@@ -165,7 +165,7 @@ pub(crate) async fn register(dir: &Path, resource: &Resource) -> Result<(), Regi
         version: v1beta1::VERSION.to_owned(),
         endpoint: spec.config.socket.clone(),
         resource_name: spec.config.resource.clone(),
-        options: Some(crate::wire::plugin_options(&spec)),
+        options: Some(crate::wire::plugin_options(resource)),
     };
     // The kubelet dials back with a 10 s limit inside Register.
     let limit = Duration::from_secs(30);

@@ -248,6 +248,11 @@ impl Supervisor {
         socket: &str,
         registration: &mut Registration,
     ) -> Closing {
+        // Whether `GetPreferredAllocation` is offered can follow the
+        // devices (NUMA nodes appearing or going): the kubelet reads it
+        // when it registers the resource, so a change registers again.
+        let mut devices = self.resource.subscribe();
+        let mut offers_preferred = self.resource.offers_preferred_allocation();
         loop {
             let due = match registration {
                 Registration::Kubelet(kubelet) => kubelet.due(),
@@ -283,7 +288,16 @@ impl Supervisor {
                     if self.resource.spec().config.socket != socket {
                         return Closing::Renamed;
                     }
+                    offers_preferred = self.resource.offers_preferred_allocation();
                     self.register_again(served, registration).await;
+                }
+                Ok(()) = devices.changed() => {
+                    let now = self.resource.offers_preferred_allocation();
+                    if now != offers_preferred {
+                        offers_preferred = now;
+                        tracing::info!(resource = %self.name, get_preferred_allocation = now, "the devices changed what GetPreferredAllocation adds; registering again");
+                        self.register_again(served, registration).await;
+                    }
                 }
                 _ = tokio::time::sleep(KUBELET_RECHECK) => {
                     if let Registration::Kubelet(kubelet) = registration {

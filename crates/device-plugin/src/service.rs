@@ -107,7 +107,7 @@ impl DevicePlugin for DevicePluginService {
         &self,
         _request: Request<Empty>,
     ) -> Result<Response<DevicePluginOptions>, Status> {
-        Ok(Response::new(plugin_options(&self.resource.spec())))
+        Ok(Response::new(plugin_options(&self.resource)))
     }
 
     type ListAndWatchStream = ListStream;

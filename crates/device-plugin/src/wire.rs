@@ -10,8 +10,8 @@ use wdp_kubelet_api::v1beta1::{
     self, CdiDevice, ContainerAllocateResponse, DevicePluginOptions, DeviceSpec,
     ListAndWatchResponse, Mount, NumaNode, TopologyInfo,
 };
+use wdp_resource::Resource;
 use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
-use wdp_resource::spec::ResourceSpec;
 use wdp_resource::{AdmissionError, ContainerGrant};
 
 /// Metadata key of a refused RPC's status naming the guest at fault.
@@ -136,11 +136,13 @@ fn kubelet_device(d: &AdvertisedDevice, offered: bool) -> v1beta1::Device {
     }
 }
 
-/// The options a resource registers with the kubelet.
-pub fn plugin_options(spec: &ResourceSpec) -> DevicePluginOptions {
+/// The options a resource registers with the kubelet, as of now (whether
+/// `GetPreferredAllocation` is offered may follow the devices:
+/// [`Resource::offers_preferred_allocation`]).
+pub fn plugin_options(resource: &Resource) -> DevicePluginOptions {
     DevicePluginOptions {
-        pre_start_required: spec.config.pre_start_required,
-        get_preferred_allocation_available: spec.config.get_preferred_allocation,
+        pre_start_required: resource.spec().config.pre_start_required,
+        get_preferred_allocation_available: resource.offers_preferred_allocation(),
     }
 }
 

@@ -147,7 +147,7 @@ pub fn check_set(
                 file: spec.config.file.clone(),
                 socket: spec.config.socket.clone(),
                 pre_start_required: spec.config.pre_start_required,
-                get_preferred_allocation: spec.config.get_preferred_allocation,
+                get_preferred_allocation: resource.offers_preferred_allocation(),
                 cdi: spec.config.cdi,
                 hooks: spec
                     .guests

@@ -47,6 +47,16 @@ pub fn verdict(device: &Device, present: impl Fn(&str) -> bool) -> Verdict {
     }
 }
 
+/// Whether the built-in preferred allocation can choose better than any
+/// other pick among these candidates: only when they lie on more than one
+/// NUMA node (it packs onto one).
+pub fn packing_helps(candidates: &[Candidate]) -> bool {
+    let mut nodes = candidates.iter().flat_map(|c| c.numa_nodes.iter());
+    nodes
+        .next()
+        .is_some_and(|first| nodes.any(|other| other != first))
+}
+
 /// Preferred allocation: the must-include devices, then devices on the
 /// NUMA nodes already chosen (or the node with the most free devices),
 /// ties by ID. Works on positions in `devices` (a device set's devices, in

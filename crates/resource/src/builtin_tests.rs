@@ -50,3 +50,30 @@ fn gone_candidates_make_a_device_unhealthy() {
     assert!(v.reason.contains("0000:01:00.0"), "{}", v.reason);
     assert!(verdict(&d, |id| id == "0000:01:00.0").healthy);
 }
+
+#[test]
+fn packing_helps_only_across_numa_nodes() {
+    let on = |id: &str, numa_nodes: Vec<i64>| Candidate {
+        id: id.into(),
+        kind: wdp_hardware::CandidateKind::Pci,
+        numa_nodes,
+        attributes: wdp_hardware::Attributes::default(),
+        nodes: Vec::new(),
+        sysfs_dir: None,
+    };
+    assert!(!packing_helps(&[]));
+    assert!(
+        !packing_helps(&[on("a", vec![]), on("b", vec![])]),
+        "no NUMA facts"
+    );
+    assert!(!packing_helps(&[
+        on("a", vec![0]),
+        on("b", vec![0]),
+        on("c", vec![])
+    ]));
+    assert!(packing_helps(&[on("a", vec![0]), on("b", vec![1])]));
+    assert!(
+        packing_helps(&[on("a", vec![0, 1])]),
+        "one device across two nodes"
+    );
+}

@@ -14,9 +14,10 @@ use arc_swap::ArcSwap;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use wdp_hardware::{Candidate, ChangeWatcher, HostRoot};
+use wdp_policy::Hook;
 
 use crate::cdi;
-use crate::config::CdiMode;
+use crate::config::{CdiMode, ServingApi};
 use crate::device_set::{DeviceSet, SharedDeviceSet};
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
@@ -139,6 +140,24 @@ impl Resource {
     /// The device set being advertised.
     pub fn devices(&self) -> SharedDeviceSet {
         self.devices.borrow().clone()
+    }
+
+    /// Whether the device-plugin server offers `GetPreferredAllocation`:
+    /// as `get-preferred-allocation` says when set; otherwise when a guest
+    /// implements the hook, or when the hardware present lies on more than
+    /// one NUMA node (the built-in packs onto one; health does not count,
+    /// so a flapping device never changes it). Anything else would be a
+    /// round trip per container that the kubelet's own choice makes as
+    /// well. Never for a DRA resource.
+    pub fn offers_preferred_allocation(&self) -> bool {
+        let spec = self.spec();
+        if spec.config.api == ServingApi::Dra {
+            return false;
+        }
+        spec.config.get_preferred_allocation.unwrap_or_else(|| {
+            spec.bound(Hook::PreferredAllocation).is_some()
+                || crate::builtin::packing_helps(&self.present_candidates())
+        })
     }
 
     /// The candidates present at the latest refresh.

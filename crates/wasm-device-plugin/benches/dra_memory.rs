@@ -103,9 +103,10 @@ async fn measure(dra_resources: usize) -> Figures {
     api.wait_for_slices(
         |slices| {
             drivers.iter().all(|driver| {
-                slices
-                    .iter()
-                    .any(|s| &s.spec.driver == driver && s.spec.devices.as_ref().is_some_and(|d| d.len() == 2))
+                slices.iter().any(|s| {
+                    &s.spec.driver == driver
+                        && s.spec.devices.as_ref().is_some_and(|d| d.len() == 2)
+                })
             })
         },
         WAIT,

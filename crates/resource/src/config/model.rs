@@ -58,8 +58,10 @@ pub struct ResourceConfig {
     pub socket: String,
     /// Whether `PreStartContainer` is registered.
     pub pre_start_required: bool,
-    /// Whether `GetPreferredAllocation` is registered.
-    pub get_preferred_allocation: bool,
+    /// `get-preferred-allocation` as the file sets it. Unset, a
+    /// device-plugin resource offers `GetPreferredAllocation` when it has
+    /// something to add ([`crate::Resource::offers_preferred_allocation`]).
+    pub get_preferred_allocation: Option<bool>,
     /// How often hardware is rescanned without an event.
     pub poll_interval: Duration,
     /// Cgroup permissions of built-in device specs.

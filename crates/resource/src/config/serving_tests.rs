@@ -22,7 +22,7 @@ fn a_dra_resource_has_a_driver_and_no_device_plugin_socket() {
     assert_eq!(r.api, ServingApi::Dra);
     assert_eq!(r.driver.as_deref(), Some("gpu.example.com"));
     assert!(r.socket.is_empty());
-    assert!(!r.get_preferred_allocation);
+    assert_eq!(r.get_preferred_allocation, None);
 }
 
 #[test]

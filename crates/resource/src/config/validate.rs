@@ -86,9 +86,7 @@ pub fn parse_resource(
         .map_err(|p| ConfigError::invalid(file, "grant-admin-nodes", p))?;
     let has_pre_start_guest = hooks.iter().any(|h| h.hook == Hook::PreStart);
     let pre_start_required = raw.pre_start_required.unwrap_or(has_pre_start_guest);
-    let get_preferred_allocation = raw
-        .get_preferred_allocation
-        .unwrap_or(raw.api == ServingApi::DevicePlugin);
+    let get_preferred_allocation = raw.get_preferred_allocation;
 
     Ok(ResourceConfig {
         file: file.to_owned(),

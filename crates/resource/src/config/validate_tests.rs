@@ -23,7 +23,7 @@ fn minimal_resource_gets_defaults() {
     let r = parse_text(&fuse_with("replicas = 4\n")).unwrap();
     assert_eq!(r.socket, "wdp-example.com-fuse.sock");
     assert!(!r.pre_start_required);
-    assert!(r.get_preferred_allocation);
+    assert_eq!(r.get_preferred_allocation, None, "decided by the devices");
     assert_eq!(r.replicas.get(&0), Some(&4));
     assert_eq!(r.permissions, "rw");
 }
