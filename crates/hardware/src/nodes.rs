@@ -22,7 +22,8 @@
 //!
 //! On a real node rules 1–3 never apply: devfs holds real nodes.
 
-use std::collections::HashMap;
+use std::cell::OnceCell;
+use std::collections::{HashMap, HashSet};
 use std::fs::FileType;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -105,15 +106,24 @@ pub(crate) struct ResolvedNode {
 }
 
 /// Resolves device nodes beneath one root, with a lazily built index of
-/// `/sys/dev/{char,block}` for fixture stand-ins (rule 2 above).
+/// `/sys/dev/{char,block}` for fixture stand-ins (rule 2 above), and the
+/// names those folders hold (one listing each per resolver, i.e. per scan,
+/// instead of a failing `readlink` per node that has no sysfs entry).
 pub(crate) struct NodeResolver<'a> {
     root: &'a HostRoot,
     index: Option<HashMap<PathBuf, (NodeType, u32, u32, PathBuf)>>,
+    char_entries: OnceCell<HashSet<String>>,
+    block_entries: OnceCell<HashSet<String>>,
 }
 
 impl<'a> NodeResolver<'a> {
     pub fn new(root: &'a HostRoot) -> Self {
-        Self { root, index: None }
+        Self {
+            root,
+            index: None,
+            char_entries: OnceCell::new(),
+            block_entries: OnceCell::new(),
+        }
     }
 
     /// Resolves the node at host path `host`. `hint` is the `dev` numbers
@@ -227,12 +237,18 @@ impl<'a> NodeResolver<'a> {
     /// Host path of the sysfs directory of a char/block node, through the
     /// `/sys/dev/{char,block}/<maj>:<min>` link; `None` when there is none.
     pub fn sysfs_dir(&self, node: &DeviceNode) -> Option<PathBuf> {
-        let kind = match node.node_type {
-            NodeType::Char => "char",
-            NodeType::Block => "block",
+        let (kind, entries) = match node.node_type {
+            NodeType::Char => ("char", &self.char_entries),
+            NodeType::Block => ("block", &self.block_entries),
             NodeType::Other => return None,
         };
-        let link = PathBuf::from(format!("/sys/dev/{kind}/{}:{}", node.major, node.minor));
+        let name = format!("{}:{}", node.major, node.minor);
+        let listed = entries
+            .get_or_init(|| list_names(&self.root.resolve(Path::new(&format!("/sys/dev/{kind}")))));
+        if !listed.contains(&name) {
+            return None;
+        }
+        let link = PathBuf::from(format!("/sys/dev/{kind}/{name}"));
         let target = std::fs::read_link(self.root.resolve(&link)).ok()?;
         let dir = link_target_host(&link, &target);
         self.root.resolve(&dir).is_dir().then_some(dir)
@@ -242,6 +258,18 @@ impl<'a> NodeResolver<'a> {
         let root = self.root;
         self.index.get_or_insert_with(|| build_dev_index(root))
     }
+}
+
+/// The names in folder `dir` (none when it cannot be read).
+fn list_names(dir: &Path) -> HashSet<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// DEVNAME → (type, major, minor, sysfs dir) from `/sys/dev/{char,block}`.
