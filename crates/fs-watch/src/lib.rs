@@ -147,11 +147,6 @@ pub fn close() {
     }
 }
 
-/// How many inotify instances the process's watcher holds now: 0 or 1.
-pub fn instances() -> usize {
-    usize::from(hub().kernel().watcher.is_some())
-}
-
 struct Subscriber {
     handler: Arc<Handler>,
     paths: Vec<(PathBuf, RecursiveMode)>,

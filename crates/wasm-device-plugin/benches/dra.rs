@@ -149,20 +149,7 @@ async fn run(guest: bool, claims: usize, cdi_on_tmpfs: bool) {
     .await
     .unwrap();
     let kubelet = SimKubelet::start(&layout.plugins).await.unwrap();
-    let state = layout.tmp.path().join("state");
-    let plugins_dir = layout.tmp.path().join("kubelet-plugins");
-    let mut child = layout.run(&[
-        "--plugins-registry-dir",
-        registry.to_str().unwrap(),
-        "--plugins-dir",
-        plugins_dir.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--node-name",
-        NODE,
-    ]);
+    let mut child = layout.run_dra(&registry, &kubeconfig, NODE);
     let pid = child.id().unwrap();
     for r in SHIPPED_RESOURCES {
         kubelet.wait_registered(r, 1, WAIT).await.unwrap();

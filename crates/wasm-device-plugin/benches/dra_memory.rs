@@ -76,22 +76,7 @@ async fn measure(dra_resources: usize) -> Figures {
         .await
         .unwrap();
     let kubelet = SimKubelet::start(&layout.plugins).await.unwrap();
-    let (state, plugins_dir) = (
-        layout.tmp.path().join("state"),
-        layout.tmp.path().join("kubelet-plugins"),
-    );
-    let mut child = layout.run(&[
-        "--plugins-registry-dir",
-        registry.to_str().unwrap(),
-        "--plugins-dir",
-        plugins_dir.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--node-name",
-        NODE,
-    ]);
+    let mut child = layout.run_dra(&registry, &kubeconfig, NODE);
     let pid = child.id().unwrap();
     kubelet
         .wait_registered(PLUGIN_RESOURCE, 1, WAIT)

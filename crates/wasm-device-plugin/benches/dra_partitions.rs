@@ -225,20 +225,7 @@ impl Bench {
             .await
             .unwrap();
         let kubelet = SimKubelet::start(&layout.plugins).await.unwrap();
-        let state = layout.tmp.path().join("state");
-        let plugins_dir = layout.tmp.path().join("kubelet-plugins");
-        let child = layout.run(&[
-            "--plugins-registry-dir",
-            registry.to_str().unwrap(),
-            "--plugins-dir",
-            plugins_dir.to_str().unwrap(),
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--node-name",
-            NODE,
-        ]);
+        let child = layout.run_dra(&registry, &kubeconfig, NODE);
         dra.wait_registered(DRIVER, WAIT).await.unwrap();
         let bench = Self {
             layout,

@@ -125,6 +125,29 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// `run` with the DRA side on: the plugins registry `registry` (where
+    /// the DRA kubelet stand-in watches), the API server `kubeconfig`
+    /// names, node `node`, and a state and kubelet-plugins folder of its
+    /// own beside the others.
+    pub fn run_dra(&self, registry: &Path, kubeconfig: &Path, node: &str) -> tokio::process::Child {
+        let state = self.tmp.path().join("state");
+        let plugins_dir = self.tmp.path().join("kubelet-plugins");
+        self.run(&[
+            "--plugins-registry-dir",
+            registry.to_str().unwrap(),
+            "--plugins-dir",
+            plugins_dir.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--node-name",
+            node,
+        ])
+    }
+}
+
 /// `WDP_BENCH_HOST_CPUS` (a `taskset -c` list such as `0,1`): the CPUs the
 /// host runs on, so that on a machine with more cores the host gets two of
 /// its own and the bench (pinned elsewhere by the caller, `taskset -c 2-7
