@@ -4,13 +4,11 @@
 //! refusal, a restart that deletes the socket, and a DRA socket in the
 //! same folder refused as a plugin type it does not handle.
 
-mod support;
-
 use std::path::Path;
 use std::pin::Pin;
 
-use support::WAIT;
-use support::registration_socket::RegistrationSocket;
+use crate::support::WAIT;
+use crate::support::registration_socket::RegistrationSocket;
 use tempfile::TempDir;
 use tokio::net::UnixListener;
 use tokio_stream::Stream;

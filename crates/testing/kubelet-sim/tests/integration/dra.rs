@@ -3,13 +3,11 @@
 //! kubelet's checks on answers, the health stream, deregistration and a
 //! kubelet restart.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use support::{DriverSpec, TestDriver, WAIT};
+use crate::support::{DriverSpec, TestDriver, WAIT};
 use wdp_kubelet_api::dra_health::v1::HealthStatus;
 use wdp_kubelet_sim::dra::{ClaimRef, DeviceHealth, HealthStream};
 use wdp_kubelet_sim::{DraSimOptions, SimDraKubelet, SimError};
@@ -28,7 +26,7 @@ fn claims(names: &[&str]) -> Vec<ClaimRef> {
         .collect()
 }
 
-fn reported(device: &str, health: HealthStatus, message: &str) -> support::Reported {
+fn reported(device: &str, health: HealthStatus, message: &str) -> crate::support::Reported {
     (
         "node-a".to_owned(),
         device.to_owned(),

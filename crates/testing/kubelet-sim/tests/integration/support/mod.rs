@@ -3,8 +3,6 @@
 //! server on `<plugins>/<driver>/dra.sock` serving `DRAPlugin` v1 and
 //! v1beta1 and `DRAResourceHealth` v1 and v1alpha1.
 
-#![allow(dead_code)]
-
 pub mod registration_socket;
 
 use std::collections::{BTreeSet, HashMap};

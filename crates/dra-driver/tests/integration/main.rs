@@ -1,0 +1,6 @@
+//! The integration tests of `dra-driver`, one module per file under
+//! `tests/integration/`, built as one test binary (one link instead of one
+//! per file).
+
+mod health;
+mod publish;
