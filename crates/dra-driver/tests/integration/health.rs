@@ -3,8 +3,6 @@
 //! change of the device set, and the full list again within the timeout
 //! while nothing changes; v1 and v1alpha1 alike.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::UnixListener;
@@ -15,8 +13,7 @@ use tonic::codec::Streaming;
 use wdp_dra_driver::HealthService;
 use wdp_k8s_naming as naming;
 use wdp_kubelet_api::dra_health::{v1, v1alpha1};
-use wdp_policy::types::{Device, Verdict};
-use wdp_resource::DeviceSet;
+use wdp_policy::types::Device;
 use wdp_resource::device_set::SharedDeviceSet;
 
 const DRIVER: &str = "gpu.example.com";
@@ -33,20 +30,7 @@ fn device_set(unhealthy: &[(&str, &str)]) -> SharedDeviceSet {
             ..Device::default()
         })
         .collect();
-    let verdicts = unhealthy
-        .iter()
-        .map(|(id, reason)| {
-            (
-                id.to_string(),
-                Verdict {
-                    id: id.to_string(),
-                    healthy: false,
-                    reason: reason.to_string(),
-                },
-            )
-        })
-        .collect();
-    Arc::new(DeviceSet::build(&devices, &verdicts, &BTreeMap::new()))
+    crate::common::device_set_of(&devices, unhealthy)
 }
 
 struct Served {

@@ -2,5 +2,6 @@
 //! `tests/integration/`, built as one test binary (one link instead of one
 //! per file).
 
+mod common;
 mod health;
 mod publish;

@@ -5,7 +5,6 @@
 //! server shows in the status and metrics; stop leaves the slices, withdraw
 //! deletes them.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +18,7 @@ use wdp_dra_driver::SliceSync;
 use wdp_fake_apiserver::FakeApiServer;
 use wdp_k8s_naming as naming;
 use wdp_kubelet_socket::KubeletMetrics;
-use wdp_policy::types::{Device, Verdict};
-use wdp_resource::DeviceSet;
+use wdp_policy::types::Device;
 use wdp_resource::device_set::SharedDeviceSet;
 
 const DRIVER: &str = "gpu.example.com";
@@ -43,20 +41,7 @@ fn gpu(id: &str, numa: i64) -> Device {
 
 fn device_set(unhealthy: &[(&str, &str)]) -> SharedDeviceSet {
     let devices = [gpu("0000:3b:00.0", 0), gpu("0000:af:00.0", 1)];
-    let verdicts = unhealthy
-        .iter()
-        .map(|(id, reason)| {
-            (
-                id.to_string(),
-                Verdict {
-                    id: id.to_string(),
-                    healthy: false,
-                    reason: reason.to_string(),
-                },
-            )
-        })
-        .collect();
-    Arc::new(DeviceSet::build(&devices, &verdicts, &BTreeMap::new()))
+    crate::common::device_set_of(&devices, unhealthy)
 }
 
 /// The DRA families in a registry of their own, as the host registers
