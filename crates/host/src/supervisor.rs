@@ -253,8 +253,8 @@ impl Host {
     ///
     /// The folder watches go first, so that nothing reacts to the sockets
     /// this removes. (A process about to exit also calls
-    /// [`wdp_fs_watch::close`] before this: the kernel's grace period for
-    /// closing the inotify instance then overlaps the shutdown.)
+    /// [`wdp_fs_watch::close`] before this and drops what it returns
+    /// after: the kernel reaps the removed watches beside the shutdown.)
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         drop(std::mem::take(

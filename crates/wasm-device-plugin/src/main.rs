@@ -344,11 +344,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("running; SIGTERM or SIGINT stops");
     wait_for_signal().await?;
     tracing::info!("stopping");
-    // The process's inotify instance is closed first: the kernel's grace
-    // period for it (a few milliseconds) then runs beside the shutdown
-    // instead of after it, in the exit.
-    wdp_fs_watch::close();
+    // Every inotify watch goes first and the instance last: the kernel
+    // reaps the watches' marks beside the shutdown, and closing the
+    // instance then seldom waits (see `wdp_fs_watch::close`).
+    let inotify = wdp_fs_watch::close();
     host.shutdown().await;
+    drop(inotify);
     Ok(())
 }
 
