@@ -80,6 +80,11 @@ pub(crate) fn exists_at(dir: impl AsFd, name: &str) -> bool {
     rustix::fs::statat(dir, name, AtFlags::empty()).is_ok()
 }
 
+/// The status of `name` relative to `dir`, not following a symlink.
+pub(crate) fn lstat_at(dir: impl AsFd, name: &str) -> io::Result<rustix::fs::Stat> {
+    Ok(rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?)
+}
+
 /// Entries of an open directory (read from its current offset), with the
 /// type the listing gives, without `.`/`..` and names that are not UTF-8;
 /// unsorted. `big` uses a larger buffer, for directories like `/dev`.

@@ -134,20 +134,31 @@ impl<'a> NodeResolver<'a> {
         host: &Path,
         hint: Option<(u32, u32)>,
     ) -> io::Result<Option<ResolvedNode>> {
-        self.resolve_typed(host.to_path_buf(), hint, None)
+        self.resolve_typed(host.to_path_buf(), hint, None, None)
             .map_err(|(_, e)| e)
     }
 
-    /// As [`resolve`](Self::resolve), with the path's own file type when a
-    /// directory listing already gave it (saves a `stat` for anything that
-    /// is not a device node or a symlink).
-    pub fn resolve_typed(
+    /// As [`resolve`](Self::resolve), with what a directory listing
+    /// already gave: the path's own file type (saves a `stat` for anything
+    /// that is not a device node or a symlink) and a device node's `rdev`
+    /// (saves it for a device node too).
+    fn resolve_listed(
+        &mut self,
+        host: PathBuf,
+        known: Option<EntryKind>,
+        rdev: Option<u64>,
+    ) -> Result<Option<ResolvedNode>, (PathBuf, io::Error)> {
+        self.resolve_typed(host, None, known, rdev)
+    }
+
+    fn resolve_typed(
         &mut self,
         host: PathBuf,
         hint: Option<(u32, u32)>,
         known: Option<EntryKind>,
+        known_rdev: Option<u64>,
     ) -> Result<Option<ResolvedNode>, (PathBuf, io::Error)> {
-        match self.classify(&host, hint, known) {
+        match self.classify(&host, hint, known, known_rdev) {
             Ok(Some((node_type, major, minor, target, sysfs_dir))) => Ok(Some(ResolvedNode {
                 node: DeviceNode {
                     path: host,
@@ -171,6 +182,7 @@ impl<'a> NodeResolver<'a> {
         host: &Path,
         hint: Option<(u32, u32)>,
         known: Option<EntryKind>,
+        known_rdev: Option<u64>,
     ) -> io::Result<Option<(NodeType, u32, u32, Option<PathBuf>, Option<PathBuf>)>> {
         let (own_kind, mut meta) = match known {
             Some(kind) => (kind, None),
@@ -201,9 +213,10 @@ impl<'a> NodeResolver<'a> {
         let mut sysfs_dir = None;
         let (node_type, major, minor) =
             if matches!(kind, EntryKind::CharDevice | EntryKind::BlockDevice) {
-                let rdev = match meta {
-                    Some(m) => m.rdev(),
-                    None => std::fs::symlink_metadata(self.root.resolve(host))?.rdev(),
+                let rdev = match (meta, known_rdev) {
+                    (Some(m), _) => m.rdev(),
+                    (None, Some(rdev)) => rdev,
+                    (None, None) => std::fs::symlink_metadata(self.root.resolve(host))?.rdev(),
                 };
                 let t = if kind == EntryKind::CharDevice {
                     NodeType::Char
@@ -356,19 +369,53 @@ fn parts(pattern: &str) -> Result<Vec<Part>, HardwareError> {
     Ok(parts)
 }
 
-/// Lists a directory (host path), sorted by name, with each entry's own type
-/// when the listing gives it (no `stat`). Missing or non-directories list as
-/// empty; other errors are recorded.
-fn list(root: &HostRoot, dir: &Path, issues: &mut GlobIssues) -> Vec<(String, Option<EntryKind>)> {
+/// One entry of a directory listing: its name, its own type when the
+/// listing gives it, and for a device node listed with `numbers`, its
+/// `rdev` read relative to the open directory.
+struct Listed {
+    name: String,
+    kind: Option<EntryKind>,
+    rdev: Option<u64>,
+}
+
+/// Lists the entries of a directory (host path) whose name `wanted`
+/// accepts, sorted by name, with each entry's own type when the listing
+/// gives it (no `stat`). With `numbers`, each device node's numbers are
+/// read too, relative to the open directory: one lookup instead of
+/// resolving the node's whole path again (for 1,024 nodes in `/dev`, most
+/// of a poll's scan). Missing or non-directories list as empty; other
+/// errors are recorded.
+fn list(
+    root: &HostRoot,
+    dir: &Path,
+    issues: &mut GlobIssues,
+    wanted: impl Fn(&str) -> bool,
+    numbers: bool,
+) -> Vec<Listed> {
     let listed = crate::fsat::open_dir(&root.resolve(dir)).and_then(|fd| {
         Ok(crate::fsat::entries(&fd, true)?
             .into_iter()
-            .map(|(name, t)| (name, EntryKind::from_rustix(t)))
+            .filter(|(name, _)| wanted(name))
+            .map(|(name, t)| {
+                let mut kind = EntryKind::from_rustix(t);
+                let mut rdev = None;
+                if numbers
+                    && matches!(kind, Some(EntryKind::CharDevice | EntryKind::BlockDevice))
+                    && let Ok(stat) = crate::fsat::lstat_at(&fd, &name)
+                {
+                    // The node as it is now, should it have changed since
+                    // the listing.
+                    kind =
+                        EntryKind::from_rustix(rustix::fs::FileType::from_raw_mode(stat.st_mode));
+                    rdev = Some(stat.st_rdev);
+                }
+                Listed { name, kind, rdev }
+            })
             .collect::<Vec<_>>())
     });
     match listed {
         Ok(mut out) => {
-            out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
             out
         }
         Err(e) => {
@@ -384,19 +431,18 @@ fn list(root: &HostRoot, dir: &Path, issues: &mut GlobIssues) -> Vec<(String, Op
 }
 
 /// Every directory at or beneath `dir` (not following symlinks), `dir` first.
-fn descend(
-    root: &HostRoot,
-    dir: &Path,
-    issues: &mut GlobIssues,
-    out: &mut Vec<(PathBuf, Option<EntryKind>)>,
-) {
-    out.push((dir.to_path_buf(), None));
-    for (name, kind) in list(root, dir, issues) {
-        if kind == Some(EntryKind::Dir) && !name.starts_with('.') {
-            descend(root, &dir.join(name), issues, out);
+fn descend(root: &HostRoot, dir: &Path, issues: &mut GlobIssues, out: &mut Vec<Reached>) {
+    out.push((dir.to_path_buf(), None, None));
+    for entry in list(root, dir, issues, |name| !name.starts_with('.'), false) {
+        if entry.kind == Some(EntryKind::Dir) {
+            descend(root, &dir.join(entry.name), issues, out);
         }
     }
 }
+
+/// A host path a glob reached, with its own type (and a device node's
+/// `rdev`) when a listing gave it.
+type Reached = (PathBuf, Option<EntryKind>, Option<u64>);
 
 /// Globs `pattern` (a host path glob) beneath the root and resolves every
 /// match that is not a directory. Sorted by path, unique.
@@ -415,23 +461,24 @@ pub(crate) fn glob_resolved(
     let root = resolver.root;
     let parts = parts(pattern)?;
     let mut issues = Vec::new();
-    // Host paths reached so far, with their type when a listing gave it.
-    let mut current: Vec<(PathBuf, Option<EntryKind>)> = vec![(PathBuf::from("/"), None)];
-    for part in &parts {
+    // Host paths reached so far, with their type (and a device node's
+    // numbers) when a listing gave it.
+    let mut current: Vec<Reached> = vec![(PathBuf::from("/"), None, None)];
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
         let mut next = Vec::new();
-        for (dir, ft) in &current {
+        for (dir, ft, _) in &current {
             // Only directories (or links that may lead to one) go on.
             if ft.is_some_and(|k| !matches!(k, EntryKind::Dir | EntryKind::Symlink)) {
                 continue;
             }
             match part {
-                Part::Literal(name) => next.push((dir.join(name), None)),
+                Part::Literal(name) => next.push((dir.join(name), None, None)),
                 Part::Recursive => descend(root, dir, &mut issues, &mut next),
                 Part::Wild(p) => {
-                    for (name, t) in list(root, dir, &mut issues) {
-                        if p.matches_with(&name, MATCH) {
-                            next.push((dir.join(name), t));
-                        }
+                    let wanted = |name: &str| p.matches_with(name, MATCH);
+                    for entry in list(root, dir, &mut issues, wanted, last) {
+                        next.push((dir.join(entry.name), entry.kind, entry.rdev));
                     }
                 }
             }
@@ -445,8 +492,8 @@ pub(crate) fn glob_resolved(
         current.dedup_by(|a, b| a.0 == b.0);
     }
     let mut found = Vec::with_capacity(current.len());
-    for (host, ft) in current {
-        match resolver.resolve_typed(host, None, ft) {
+    for (host, ft, rdev) in current {
+        match resolver.resolve_listed(host, ft, rdev) {
             Ok(Some(node)) => found.push(node),
             Ok(None) => {}
             // A literal path that is not there is simply not found.

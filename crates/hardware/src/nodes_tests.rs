@@ -82,3 +82,21 @@ fn fixture_style_nodes() {
         ]
     );
 }
+
+#[test]
+fn a_listed_device_node_has_its_own_numbers() {
+    // This machine's own /dev: every Linux system has these two.
+    let root = HostRoot::new(Path::new("/"));
+    let found = glob_nodes(&root, "/dev/[nz][ue][lr]?").unwrap();
+    let numbers: Vec<(&Path, NodeType, u32, u32)> = found
+        .iter()
+        .map(|n| (n.path.as_path(), n.node_type, n.major, n.minor))
+        .collect();
+    assert_eq!(
+        numbers,
+        [
+            (Path::new("/dev/null"), NodeType::Char, 1, 3),
+            (Path::new("/dev/zero"), NodeType::Char, 1, 5),
+        ]
+    );
+}

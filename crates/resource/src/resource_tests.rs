@@ -55,6 +55,40 @@ fn an_unchanged_refresh_keeps_the_advertised_set_itself() {
 }
 
 #[test]
+fn a_settled_resource_still_sees_new_hardware_and_a_new_config() {
+    let (tmp, resource) = nodes_resource(2);
+    let settled = || {
+        resource
+            .discovery
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .settled
+            .is_some()
+    };
+    assert!(!resource.refresh());
+    assert!(
+        settled(),
+        "an unchanged run of a guest-free resource settles"
+    );
+    assert!(!resource.refresh());
+
+    // New hardware: the scan differs, the set is built again.
+    std::fs::write(tmp.path().join("root/dev/many/d2"), b"").unwrap();
+    assert!(resource.refresh());
+    assert!(resource.devices().get("many-d2").is_some());
+    assert!(!resource.refresh());
+    assert!(settled());
+
+    // The same hardware under a new config: the set follows the config.
+    let mut spec = (*resource.spec()).clone();
+    spec.config.replicas.insert(0, 2);
+    resource.replace_spec(spec);
+    assert!(resource.refresh());
+    assert_eq!(resource.devices().len(), 6);
+    assert!(resource.devices().get("many-d2::1").is_some());
+}
+
+#[test]
 fn slow_refreshes_poll_less_often() {
     let interval = Duration::from_secs(2);
     assert_eq!(poll_wait(interval, Duration::from_millis(3)), interval);
