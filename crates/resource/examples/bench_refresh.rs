@@ -2,11 +2,12 @@
 //! (`/dev/acc0` … in a temporary host tree, made with `mknod` when run as
 //! root, empty files otherwise), refreshed again and again with nothing
 //! changed; prints the wall time of the hardware scan alone
-//! ([`wdp_hardware::discover`]) and of a whole refresh
-//! ([`Resource::refresh`]: scan, health, the device set, the comparison
-//! with the set being advertised), p50 and p90, hot (back to back) and
-//! cold (after `WDP_BENCH_GAP_MS`, default 1000, of sleep, as a poll
-//! finds its caches).
+//! ([`wdp_hardware::discover`]), of a whole refresh ([`Resource::refresh`]:
+//! scan, health, the device set, the comparison with the set being
+//! advertised) and of a resource's first run ([`Resource::new`], what
+//! start-up waits for before serving), p50 and p90, hot (back to back) and
+//! cold (after `WDP_BENCH_GAP_MS`, default 1000, of sleep, as a poll finds
+//! its caches).
 //!
 //! Run: `cargo run --release -p wdp-resource --example bench_refresh`
 //! (`WDP_BENCH_SIZES=8,1024` and `WDP_BENCH_ROUNDS=20` by default).
@@ -77,8 +78,23 @@ fn main() {
             .next()
             .unwrap();
         let root = HostRoot::new(&root);
-        let (resource, _) =
-            Resource::new(spec, root.clone(), ResourceMetrics::unregistered(), None).unwrap();
+        let first_run = || {
+            let (resource, _) = Resource::new(
+                spec.clone(),
+                root.clone(),
+                ResourceMetrics::unregistered(),
+                None,
+            )
+            .unwrap();
+            assert_eq!(resource.devices().len(), n);
+        };
+        let (resource, _) = Resource::new(
+            spec.clone(),
+            root.clone(),
+            ResourceMetrics::unregistered(),
+            None,
+        )
+        .unwrap();
         assert_eq!(resource.devices().len(), n);
         let selectors = resource.spec().config.selectors.clone();
 
@@ -92,7 +108,11 @@ fn main() {
             assert_eq!(found.candidates.len(), n);
         };
         let refresh = || assert!(!resource.refresh(), "nothing changed");
-        for (name, f) in [("scan", &scan as &dyn Fn()), ("refresh", &refresh)] {
+        for (name, f) in [
+            ("scan", &scan as &dyn Fn()),
+            ("refresh", &refresh),
+            ("first", &first_run),
+        ] {
             let hot: Vec<Duration> = (0..rounds).map(|_| time(f)).collect();
             let cold: Vec<Duration> = (0..rounds.min(10))
                 .map(|_| {
