@@ -122,7 +122,9 @@ pub enum Mode {
 /// hardware scan ([`scan`]), discovery ([`discover`]), health
 /// ([`health`]), companions and administrative nodes ([`companion_nodes`]),
 /// the DRA layout and taints ([`dra_extras`]), then the set is built and
-/// checked against the kubelet's message limit.
+/// checked against the kubelet's message limit. A serving run whose scan
+/// finds what the last, [`Settled`] run found stops after the scan and
+/// hands back that run's set.
 pub fn run(
     spec: &ResourceSpec,
     root: &HostRoot,
@@ -137,8 +139,6 @@ pub fn run(
         problem,
     };
     let mut warnings = Vec::new();
-    // The last run's devices, read back from its set.
-    let last_devices = state.set.devices_advertised();
     let (scanned, replicas) = scan(spec, root, mode, &mut warnings)?;
     let scan_warnings = warnings.len();
     let admin = AdminNodes::read(root);
@@ -157,6 +157,8 @@ pub fn run(
             present: Arc::clone(&state.present),
         });
     }
+    // The last run's devices, read back from its set.
+    let last_devices = state.set.devices_advertised();
     // Candidates of the previous scan that are absent now are remembered
     // as gone; those back again are not.
     let present: Arc<Vec<Candidate>> = Arc::new(scanned);
