@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
-use wdp_hardware::{Candidate, ChangeWatcher, HostRoot};
+use wdp_hardware::{Candidate, ChangeReceiver, ChangeWatcher, HostRoot};
 use wdp_policy::Hook;
 
 use crate::cdi;
@@ -48,6 +48,11 @@ pub struct Resource {
     /// inotify on the selected hardware, where the kernel gives events;
     /// `None` when it cannot be set up (polling still runs).
     hardware: Option<ChangeWatcher>,
+    /// The hardware's changes since before the first scan, for the refresh
+    /// loop to take: a change between the first scan and the loop's start
+    /// (a busy runtime can leave a spawned loop unpolled for a while) wakes
+    /// it instead of waiting for the next poll.
+    changes: Mutex<Option<ChangeReceiver>>,
     /// How long the latest discovery and health run took, time spent in
     /// guests excepted (nanoseconds):
     /// what the next poll waits for in proportion ([`POLL_COST_FACTOR`]).
@@ -92,6 +97,8 @@ impl Resource {
         cdi_dir: Option<PathBuf>,
     ) -> Result<(Arc<Self>, Vec<String>), ResourceError> {
         let name = spec.config.resource.clone();
+        let hardware = ChangeWatcher::new(&root);
+        let changes = Mutex::new(Some(hardware.subscribe()));
         let resource = Arc::new(Self {
             caller: GuestCaller::new(&name, root.clone(), metrics.clone()),
             name,
@@ -103,7 +110,8 @@ impl Resource {
             warnings: Mutex::new(BTreeSet::new()),
             metrics,
             refresh_wanted: Notify::new(),
-            hardware: Some(ChangeWatcher::new(&root)),
+            hardware: Some(hardware),
+            changes,
             cdi_dir,
             cdi_written: Mutex::new(None),
             health_log: Mutex::new(HealthLog::default()),
@@ -466,7 +474,12 @@ impl Resource {
     /// next poll waits that many times its duration if that is longer than
     /// `poll-interval-ms`. Hardware events and requests still refresh at once.
     pub async fn refresh_loop(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut changes = self.hardware.as_ref().map(ChangeWatcher::subscribe);
+        let taken = self
+            .changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let mut changes = taken.or_else(|| self.hardware.as_ref().map(ChangeWatcher::subscribe));
         loop {
             let last_cost = Duration::from_nanos(self.refresh_cost_nanos.load(Ordering::Relaxed));
             let interval = poll_wait(self.spec().config.poll_interval, last_cost);

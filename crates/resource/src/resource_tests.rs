@@ -88,6 +88,57 @@ fn a_settled_resource_still_sees_new_hardware_and_a_new_config() {
     assert!(resource.devices().get("many-d2::1").is_some());
 }
 
+#[tokio::test]
+async fn a_change_before_the_refresh_loop_starts_is_not_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, config) = (tmp.path().join("root"), tmp.path().join("config"));
+    std::fs::create_dir_all(root.join("dev/many")).unwrap();
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(root.join("dev/many/d0"), b"").unwrap();
+    // Polls an hour apart: only the hardware event can refresh in time.
+    std::fs::write(
+        config.join("many.toml"),
+        "version = 1\nresource = \"example.com/many\"\npoll-interval-ms = 3600000\n[[nodes]]\npath = \"/dev/many/d*\"\n",
+    )
+    .unwrap();
+    let config = crate::config::load_dir(&config).unwrap();
+    let engine = crate::loading::new_engine(&config).unwrap();
+    let spec = crate::loading::load_specs(&engine, &config)
+        .unwrap()
+        .into_values()
+        .next()
+        .unwrap();
+    let (resource, _) = Resource::new(
+        spec,
+        HostRoot::new(&root),
+        ResourceMetrics::unregistered(),
+        None,
+    )
+    .unwrap();
+    let watcher = resource.hardware.as_ref().expect("inotify is available");
+    let before = watcher.generation();
+
+    // A node appears after the first scan, before the loop runs.
+    std::fs::write(root.join("dev/many/d1"), b"").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while watcher.generation() == before && Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert_ne!(watcher.generation(), before, "no event for the new node");
+
+    let mut devices = resource.subscribe();
+    let shutdown = CancellationToken::new();
+    let lp = tokio::spawn(resource.clone().refresh_loop(shutdown.clone()));
+    let seen = tokio::time::timeout(
+        Duration::from_secs(10),
+        devices.wait_for(|set| set.get("many-d1").is_some()),
+    )
+    .await;
+    shutdown.cancel();
+    lp.await.unwrap();
+    assert!(seen.is_ok(), "the new node waited for the next poll");
+}
+
 #[test]
 fn slow_refreshes_poll_less_often() {
     let interval = Duration::from_secs(2);
