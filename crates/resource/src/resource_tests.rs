@@ -2,6 +2,12 @@ use super::*;
 
 /// A resource over `count` fixture nodes `/dev/many/dN`.
 fn nodes_resource(count: usize) -> (tempfile::TempDir, Arc<Resource>) {
+    nodes_resource_with(count, "")
+}
+
+/// As [`nodes_resource`], with `settings` (TOML lines) in the resource's
+/// file.
+fn nodes_resource_with(count: usize, settings: &str) -> (tempfile::TempDir, Arc<Resource>) {
     let tmp = tempfile::tempdir().unwrap();
     let (root, config) = (tmp.path().join("root"), tmp.path().join("config"));
     std::fs::create_dir_all(root.join("dev/many")).unwrap();
@@ -11,7 +17,9 @@ fn nodes_resource(count: usize) -> (tempfile::TempDir, Arc<Resource>) {
     }
     std::fs::write(
         config.join("many.toml"),
-        "version = 1\nresource = \"example.com/many\"\n[[nodes]]\npath = \"/dev/many/d*\"\n",
+        format!(
+            "version = 1\nresource = \"example.com/many\"\n{settings}[[nodes]]\npath = \"/dev/many/d*\"\n"
+        ),
     )
     .unwrap();
     let config = crate::config::load_dir(&config).unwrap();
@@ -90,31 +98,9 @@ fn a_settled_resource_still_sees_new_hardware_and_a_new_config() {
 
 #[tokio::test]
 async fn a_change_before_the_refresh_loop_starts_is_not_lost() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (root, config) = (tmp.path().join("root"), tmp.path().join("config"));
-    std::fs::create_dir_all(root.join("dev/many")).unwrap();
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(root.join("dev/many/d0"), b"").unwrap();
     // Polls an hour apart: only the hardware event can refresh in time.
-    std::fs::write(
-        config.join("many.toml"),
-        "version = 1\nresource = \"example.com/many\"\npoll-interval-ms = 3600000\n[[nodes]]\npath = \"/dev/many/d*\"\n",
-    )
-    .unwrap();
-    let config = crate::config::load_dir(&config).unwrap();
-    let engine = crate::loading::new_engine(&config).unwrap();
-    let spec = crate::loading::load_specs(&engine, &config)
-        .unwrap()
-        .into_values()
-        .next()
-        .unwrap();
-    let (resource, _) = Resource::new(
-        spec,
-        HostRoot::new(&root),
-        ResourceMetrics::unregistered(),
-        None,
-    )
-    .unwrap();
+    let (tmp, resource) = nodes_resource_with(1, "poll-interval-ms = 3600000\n");
+    let root = tmp.path().join("root");
     let watcher = resource.hardware.as_ref().expect("inotify is available");
     let before = watcher.generation();
 
