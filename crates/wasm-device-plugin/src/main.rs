@@ -365,8 +365,14 @@ async fn release_start_up_code(host: std::sync::Arc<Host>) {
     while !host.ready().await && started.elapsed() < READY_WAIT {
         tokio::time::sleep(READY_POLL).await;
     }
-    wdp_policy::release_free_memory();
-    let released = wdp_policy::release_unused_code_pages();
+    // Reading `/proc/self/smaps` and `madvise` take a millisecond or so:
+    // on a blocking thread, not a runtime worker serving the kubelet.
+    let released = tokio::task::spawn_blocking(|| {
+        wdp_policy::release_free_memory();
+        wdp_policy::release_unused_code_pages()
+    })
+    .await
+    .unwrap_or_default();
     tracing::debug!(
         released_kib = released / 1024,
         "unmapped the start-up code pages"
