@@ -78,7 +78,8 @@ fn main() {
             .next()
             .unwrap();
         let root = HostRoot::new(&root);
-        let first_run = || {
+        // A resource's first run: what start-up waits for.
+        let new_resource = || {
             let (resource, _) = Resource::new(
                 spec.clone(),
                 root.clone(),
@@ -87,15 +88,10 @@ fn main() {
             )
             .unwrap();
             assert_eq!(resource.devices().len(), n);
+            resource
         };
-        let (resource, _) = Resource::new(
-            spec.clone(),
-            root.clone(),
-            ResourceMetrics::unregistered(),
-            None,
-        )
-        .unwrap();
-        assert_eq!(resource.devices().len(), n);
+        let first_run = || drop(new_resource());
+        let resource = new_resource();
         let selectors = resource.spec().config.selectors.clone();
 
         let time = |f: &dyn Fn()| {

@@ -7,11 +7,11 @@
 //! load and reload, left out while serving), and each guest answer at the
 //! call (refused, naming the guest and hook through the guest-call path).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
-use wdp_hardware::{AdminNode, AdminNodeKind, AdminNodes, HostRoot, NodeType};
-use wdp_policy::types::DeviceNode;
+use wdp_hardware::{AdminNode, AdminNodeKind, AdminNodes, Candidate, HostRoot, NodeType};
+use wdp_policy::types::{Device, DeviceNode};
 
 /// A resource's grants of administrative node kinds.
 pub type Grants = BTreeSet<AdminNodeKind>;
@@ -37,6 +37,52 @@ pub fn first_refused<'a>(
         .into_iter()
         .filter_map(|node| known.judge(&hardware_node(node)))
         .find(|found| !grants.contains(&found.kind))
+}
+
+/// Administrative nodes (`known`) a resource does not grant, each with the sentence refusing it: a companion node (dropped
+/// from `companions`, so no container and no CDI spec receives it) and the
+/// devices whose candidates hold one (named, to be held back as
+/// Unhealthy).
+pub fn screen(
+    known: &AdminNodes,
+    grants: &Grants,
+    present: &[Candidate],
+    companions: &mut Vec<DeviceNode>,
+    devices: &[Device],
+) -> Vec<(Option<String>, String)> {
+    let mut refused = Vec::new();
+    companions.retain(|node| match first_refused(known, grants, [node]) {
+        Some(found) => {
+            refused.push((None, refusal("companion node", &found)));
+            false
+        }
+        None => true,
+    });
+    let refused_candidates: HashMap<&str, String> = present
+        .iter()
+        .filter_map(|c| {
+            let found = c
+                .nodes
+                .iter()
+                .filter_map(|node| known.judge(node))
+                .find(|found| !grants.contains(&found.kind))?;
+            let via = format!("candidate {}'s node", c.id);
+            Some((c.id.as_str(), refusal(&via, &found)))
+        })
+        .collect();
+    if refused_candidates.is_empty() {
+        return refused;
+    }
+    for device in devices {
+        if let Some(reason) = device
+            .candidates
+            .iter()
+            .find_map(|c| refused_candidates.get(c.as_str()))
+        {
+            refused.push((Some(device.id.clone()), reason.clone()));
+        }
+    }
+    refused
 }
 
 /// Checks a guest's container answer, given as its device specs' and its

@@ -415,7 +415,13 @@ fn companion_nodes(
 ) -> Result<Vec<DeviceNode>, String> {
     let spec = stages.spec;
     let mut companions = companions::resolve(root, &spec.config.companions, stages.present);
-    let refused = screen_admin_nodes(spec, admin, stages.present, &mut companions.nodes, devices);
+    let refused = admin_grants::screen(
+        admin,
+        &spec.config.admin_grants,
+        stages.present,
+        &mut companions.nodes,
+        devices,
+    );
     if let Some(first) = refused.first()
         && stages.mode == Mode::Strict
     {
@@ -459,56 +465,6 @@ fn watch_paths(
         paths.dedup();
     }
     paths
-}
-
-/// Administrative nodes (`wdp_hardware::AdminNodes`) the resource does not
-/// grant, each with the sentence refusing it: a companion node (dropped
-/// from `companions`, so no container and no CDI spec receives it) and the
-/// devices whose candidates hold one (named, to be held back as
-/// Unhealthy).
-fn screen_admin_nodes(
-    spec: &ResourceSpec,
-    known: &AdminNodes,
-    present: &[Candidate],
-    companions: &mut Vec<DeviceNode>,
-    devices: &[Device],
-) -> Vec<(Option<String>, String)> {
-    let grants = &spec.config.admin_grants;
-    let mut refused = Vec::new();
-    companions.retain(
-        |node| match admin_grants::first_refused(known, grants, [node]) {
-            Some(found) => {
-                refused.push((None, admin_grants::refusal("companion node", &found)));
-                false
-            }
-            None => true,
-        },
-    );
-    let refused_candidates: HashMap<&str, String> = present
-        .iter()
-        .filter_map(|c| {
-            let found = c
-                .nodes
-                .iter()
-                .filter_map(|node| known.judge(node))
-                .find(|found| !grants.contains(&found.kind))?;
-            let via = format!("candidate {}'s node", c.id);
-            Some((c.id.as_str(), admin_grants::refusal(&via, &found)))
-        })
-        .collect();
-    if refused_candidates.is_empty() {
-        return refused;
-    }
-    for device in devices {
-        if let Some(reason) = device
-            .candidates
-            .iter()
-            .find_map(|c| refused_candidates.get(c.as_str()))
-        {
-            refused.push((Some(device.id.clone()), reason.clone()));
-        }
-    }
-    refused
 }
 
 /// The facts a `health` or `device-taints` guest receives.
