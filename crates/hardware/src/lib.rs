@@ -25,6 +25,7 @@ mod attributes;
 mod candidate;
 mod error;
 mod fsat;
+mod listing;
 pub mod nodes;
 pub mod numa;
 pub mod pci;
@@ -43,12 +44,15 @@ pub use admin_nodes::{AdminNode, AdminNodeKind, AdminNodes};
 pub use attributes::Attributes;
 pub use candidate::{Candidate, CandidateKind, DeviceNode, NodeType, Scan};
 pub use error::HardwareError;
+pub use listing::{LISTING_MAX_AGE, ListingCache};
 pub use nodes::glob_nodes;
 pub use numa::{NumaNode, numa_nodes};
 pub use pci::scan_pci;
 pub use record::{RecordSummary, record};
 pub use root::HostRoot;
-pub use selectors::{NodeSelector, PciSelector, Selector, UsbSelector, discover, node_id};
+pub use selectors::{
+    NodeSelector, PciSelector, Selector, UsbSelector, discover, discover_cached, node_id,
+};
 pub use sysfs::parse_cpulist;
 pub use usb::scan_usb;
 pub use watch::{ChangeReceiver, ChangeWatcher, OWN_WRITE_ECHO, watch_paths};

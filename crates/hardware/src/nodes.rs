@@ -24,13 +24,14 @@
 
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
-use std::fs::FileType;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::candidate::{DeviceNode, NodeType};
 use crate::error::HardwareError;
+use crate::listing::{self, EntryKind, Listed, ListingCache};
 use crate::root::{HostRoot, link_target_host};
 use crate::sysfs;
 
@@ -55,46 +56,6 @@ pub(crate) fn has_glob_meta(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
-/// What a directory listing says an entry is (`d_type`), when it says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EntryKind {
-    Dir,
-    Symlink,
-    CharDevice,
-    BlockDevice,
-    /// Regular files, FIFOs, sockets.
-    Other,
-}
-
-impl EntryKind {
-    fn from_rustix(t: rustix::fs::FileType) -> Option<Self> {
-        use rustix::fs::FileType as T;
-        Some(match t {
-            T::Directory => Self::Dir,
-            T::Symlink => Self::Symlink,
-            T::CharacterDevice => Self::CharDevice,
-            T::BlockDevice => Self::BlockDevice,
-            T::RegularFile | T::Fifo | T::Socket => Self::Other,
-            // Filesystems without d_type: stat to find out.
-            _ => return None,
-        })
-    }
-
-    fn from_std(t: FileType) -> Self {
-        if t.is_dir() {
-            Self::Dir
-        } else if t.is_symlink() {
-            Self::Symlink
-        } else if t.is_char_device() {
-            Self::CharDevice
-        } else if t.is_block_device() {
-            Self::BlockDevice
-        } else {
-            Self::Other
-        }
-    }
-}
-
 /// A node as resolved: the reported node, plus where it leads.
 #[derive(Clone, Debug)]
 pub(crate) struct ResolvedNode {
@@ -111,6 +72,7 @@ pub(crate) struct ResolvedNode {
 /// instead of a failing `readlink` per node that has no sysfs entry).
 pub(crate) struct NodeResolver<'a> {
     root: &'a HostRoot,
+    listings: Option<&'a ListingCache>,
     index: Option<HashMap<PathBuf, (NodeType, u32, u32, PathBuf)>>,
     char_entries: OnceCell<HashSet<String>>,
     block_entries: OnceCell<HashSet<String>>,
@@ -118,8 +80,14 @@ pub(crate) struct NodeResolver<'a> {
 
 impl<'a> NodeResolver<'a> {
     pub fn new(root: &'a HostRoot) -> Self {
+        Self::with_listings(root, None)
+    }
+
+    /// A resolver whose globs read watched directories through `listings`.
+    pub fn with_listings(root: &'a HostRoot, listings: Option<&'a ListingCache>) -> Self {
         Self {
             root,
+            listings,
             index: None,
             char_entries: OnceCell::new(),
             block_entries: OnceCell::new(),
@@ -369,73 +337,50 @@ fn parts(pattern: &str) -> Result<Vec<Part>, HardwareError> {
     Ok(parts)
 }
 
-/// One entry of a directory listing: its name, its own type when the
-/// listing gives it, and for a device node listed with `numbers`, its
-/// `rdev` read relative to the open directory.
-struct Listed {
-    name: String,
-    kind: Option<EntryKind>,
-    rdev: Option<u64>,
-}
-
 /// Lists the entries of a directory (host path) whose name `wanted`
 /// accepts, sorted by name, with each entry's own type when the listing
 /// gives it (no `stat`). With `numbers`, each device node's numbers are
-/// read too, relative to the open directory: one lookup instead of
-/// resolving the node's whole path again (for 1,024 nodes in `/dev`, most
-/// of a poll's scan). Missing or non-directories list as empty; other
-/// errors are recorded.
+/// read too (for 1,024 nodes in `/dev`, most of a poll's scan). A listing
+/// for a wildcard (`pattern`) goes through the resolver's
+/// [`ListingCache`], when it has one: a watched directory is then read
+/// again only after a change under it. Missing or non-directories list as
+/// empty; other errors are recorded.
 fn list(
-    root: &HostRoot,
+    resolver: &NodeResolver<'_>,
     dir: &Path,
     issues: &mut GlobIssues,
-    wanted: impl Fn(&str) -> bool,
+    pattern: Option<&str>,
+    wanted: &dyn Fn(&str) -> bool,
     numbers: bool,
-) -> Vec<Listed> {
-    let listed = crate::fsat::open_dir(&root.resolve(dir)).and_then(|fd| {
-        Ok(crate::fsat::entries(&fd, true)?
-            .into_iter()
-            .filter(|(name, _)| wanted(name))
-            .map(|(name, t)| {
-                let mut kind = EntryKind::from_rustix(t);
-                let mut rdev = None;
-                if numbers
-                    && matches!(kind, Some(EntryKind::CharDevice | EntryKind::BlockDevice))
-                    && let Ok(stat) = crate::fsat::lstat_at(&fd, &name)
-                {
-                    // The node as it is now, should it have changed since
-                    // the listing.
-                    kind =
-                        EntryKind::from_rustix(rustix::fs::FileType::from_raw_mode(stat.st_mode));
-                    rdev = Some(stat.st_rdev);
-                }
-                Listed { name, kind, rdev }
-            })
-            .collect::<Vec<_>>())
-    });
-    match listed {
-        Ok(mut out) => {
-            out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-            out
+) -> Arc<[Listed]> {
+    let real = resolver.root.resolve(dir);
+    let listed = match (resolver.listings, pattern) {
+        (Some(cache), Some(pattern)) => cache.read(&real, pattern, wanted, numbers),
+        _ => listing::read(&real, wanted, numbers).map(Arc::from),
+    };
+    listed.unwrap_or_else(|e| {
+        if !matches!(
+            e.kind(),
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+        ) {
+            issues.push((dir.to_path_buf(), e));
         }
-        Err(e) => {
-            if !matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) {
-                issues.push((dir.to_path_buf(), e));
-            }
-            Vec::new()
-        }
-    }
+        Arc::from(Vec::new())
+    })
 }
 
 /// Every directory at or beneath `dir` (not following symlinks), `dir` first.
-fn descend(root: &HostRoot, dir: &Path, issues: &mut GlobIssues, out: &mut Vec<Reached>) {
+fn descend(
+    resolver: &NodeResolver<'_>,
+    dir: &Path,
+    issues: &mut GlobIssues,
+    out: &mut Vec<Reached>,
+) {
     out.push((dir.to_path_buf(), None, None));
-    for entry in list(root, dir, issues, |name| !name.starts_with('.'), false) {
+    let visible = |name: &str| !name.starts_with('.');
+    for entry in list(resolver, dir, issues, None, &visible, false).iter() {
         if entry.kind == Some(EntryKind::Dir) {
-            descend(root, &dir.join(entry.name), issues, out);
+            descend(resolver, &dir.join(&entry.name), issues, out);
         }
     }
 }
@@ -458,7 +403,6 @@ pub(crate) fn glob_resolved(
     pattern: &str,
 ) -> Result<(Vec<ResolvedNode>, GlobIssues), HardwareError> {
     check_pattern(pattern)?;
-    let root = resolver.root;
     let parts = parts(pattern)?;
     let mut issues = Vec::new();
     // Host paths reached so far, with their type (and a device node's
@@ -474,11 +418,12 @@ pub(crate) fn glob_resolved(
             }
             match part {
                 Part::Literal(name) => next.push((dir.join(name), None, None)),
-                Part::Recursive => descend(root, dir, &mut issues, &mut next),
+                Part::Recursive => descend(resolver, dir, &mut issues, &mut next),
                 Part::Wild(p) => {
                     let wanted = |name: &str| p.matches_with(name, MATCH);
-                    for entry in list(root, dir, &mut issues, wanted, last) {
-                        next.push((dir.join(entry.name), entry.kind, entry.rdev));
+                    let listed = list(resolver, dir, &mut issues, Some(p.as_str()), &wanted, last);
+                    for entry in listed.iter() {
+                        next.push((dir.join(&entry.name), entry.kind, entry.rdev));
                     }
                 }
             }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::candidate::{Candidate, CandidateKind, Scan};
 use crate::error::HardwareError;
+use crate::listing::ListingCache;
 use crate::nodes::{NodeResolver, ResolvedNode, glob_resolved, has_glob_meta};
 use crate::pci::{PciFacts, scan_pci_filtered};
 use crate::root::HostRoot;
@@ -316,12 +317,13 @@ fn scan_rest(
     root: &HostRoot,
     usb: &[CompiledUsb],
     nodes: &[&NodeSelector],
+    listings: Option<&ListingCache>,
 ) -> Result<Scan, HardwareError> {
     let mut out = Scan::default();
     if !usb.is_empty() {
         out = scan_usb_filtered(root, &|id| usb.iter().any(|s| s.matches(id)));
     }
-    let mut resolver = NodeResolver::new(root);
+    let mut resolver = NodeResolver::with_listings(root, listings);
     for sel in nodes {
         let (resolved, issues) = glob_resolved(&mut resolver, &sel.path)?;
         for (path, e) in issues {
@@ -358,6 +360,31 @@ fn scan_rest(
 /// [`HardwareError::BadPattern`]), or a literal node path that does not exist
 /// and is not `optional` ([`HardwareError::NodeMissing`]).
 pub fn discover(root: &HostRoot, selectors: &[Selector]) -> Result<Scan, HardwareError> {
+    discover_through(root, selectors, None)
+}
+
+/// As [`discover`], reading the directories the node globs list through
+/// `listings` (a [`ChangeWatcher`](crate::ChangeWatcher)'s): a directory
+/// under its watch is read again only after a change under it, or once
+/// its kept listing is [`LISTING_MAX_AGE`](crate::LISTING_MAX_AGE) old.
+/// The same result as [`discover`] but for the moment between a change and
+/// its event, which wakes the watcher's receivers for the next scan.
+///
+/// # Errors
+/// As [`discover`].
+pub fn discover_cached(
+    root: &HostRoot,
+    selectors: &[Selector],
+    listings: &ListingCache,
+) -> Result<Scan, HardwareError> {
+    discover_through(root, selectors, Some(listings))
+}
+
+fn discover_through(
+    root: &HostRoot,
+    selectors: &[Selector],
+    listings: Option<&ListingCache>,
+) -> Result<Scan, HardwareError> {
     let mut pci = Vec::new();
     let mut usb = Vec::new();
     let mut nodes = Vec::new();
@@ -378,7 +405,7 @@ pub fn discover(root: &HostRoot, selectors: &[Selector]) -> Result<Scan, Hardwar
     let (pci_result, rest) = std::thread::scope(|scope| {
         let parallel = !pci.is_empty() && (!usb.is_empty() || !nodes.is_empty());
         let handle = parallel.then(|| scope.spawn(pci_scan));
-        let rest = scan_rest(root, &usb, &nodes);
+        let rest = scan_rest(root, &usb, &nodes, listings);
         let pci_result = match handle {
             Some(h) => h
                 .join()

@@ -30,6 +30,7 @@ use wdp_fs_watch::event::{EventKind, MetadataKind, ModifyKind};
 use wdp_fs_watch::{FolderWatch, RecursiveMode};
 
 use crate::candidate::{Candidate, CandidateKind};
+use crate::listing::{DirIdentity, ListingCache};
 use crate::nodes::has_glob_meta;
 use crate::pci::PCI_DEVICES;
 use crate::root::{HostRoot, link_target_host, normalize_host};
@@ -43,6 +44,8 @@ use crate::usb::USB_DEVICES;
 pub struct ChangeWatcher {
     root: HostRoot,
     tx: Arc<watch::Sender<u64>>,
+    /// Listings of the watched directories, dropped at their events.
+    listings: Arc<ListingCache>,
     /// Real paths whose watch the kernel dropped (the path was removed).
     dropped: Arc<Mutex<HashSet<PathBuf>>>,
     state: Mutex<State>,
@@ -154,7 +157,11 @@ impl ChangeWatcher {
         // The callback holds the sender weakly, so dropping the watcher
         // closes receivers at once, whatever the watcher thread is doing.
         let (event_tx, event_dropped) = (Arc::downgrade(&tx), Arc::clone(&dropped));
+        let listings = Arc::new(ListingCache::default());
+        let event_listings = Arc::clone(&listings);
         let watcher = FolderWatch::new(move |res| {
+            // Before the receivers wake: the scan they run reads anew.
+            drop_listings(&event_listings, res);
             match res {
                 Ok(event) => {
                     if !relevant(event) {
@@ -180,6 +187,7 @@ impl ChangeWatcher {
         Self {
             root: root.clone(),
             tx,
+            listings,
             dropped,
             state: Mutex::new(State {
                 watcher,
@@ -217,6 +225,7 @@ impl ChangeWatcher {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let stale: Vec<PathBuf> = state.watched.difference(&wanted).cloned().collect();
         for path in stale {
+            self.listings.distrust(&path);
             state.watcher.unwatch(&path);
             state.watched.remove(&path);
         }
@@ -225,8 +234,17 @@ impl ChangeWatcher {
             if state.watched.contains(&path) && !dropped.contains(&path) {
                 continue;
             }
+            self.listings.distrust(&path);
+            // The directory the watch goes on: the same before and after,
+            // or its listings are never kept.
+            let before = DirIdentity::of(&path);
             match state.watcher.watch(&path, RecursiveMode::NonRecursive) {
                 Ok(()) => {
+                    if let Some(identity) = before
+                        && DirIdentity::of(&path) == Some(identity)
+                    {
+                        self.listings.trust(&path, identity);
+                    }
                     state.watched.insert(path);
                 }
                 Err(e) => {
@@ -253,6 +271,29 @@ impl ChangeWatcher {
     /// Number of (coalesced) change signals so far.
     pub fn generation(&self) -> u64 {
         *self.tx.borrow()
+    }
+
+    /// The listings of the watched directories, for
+    /// [`discover_cached`](crate::discover_cached).
+    pub fn listings(&self) -> &ListingCache {
+        &self.listings
+    }
+}
+
+/// Drops the kept listings an event may have changed: those of the
+/// directories it names and of the ones holding what it names, or all of
+/// them for an event naming nothing (a queue overflow) or an error. Only
+/// opening, reading, closing and data writes change no listing.
+fn drop_listings(listings: &ListingCache, res: &Result<wdp_fs_watch::Event, wdp_fs_watch::Error>) {
+    match res {
+        Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
+        Ok(event) if matches!(event.kind, EventKind::Modify(ModifyKind::Data(_))) => {}
+        Ok(event) if !event.paths.is_empty() => {
+            for path in &event.paths {
+                listings.changed(path);
+            }
+        }
+        _ => listings.changed_all(),
     }
 }
 

@@ -2,9 +2,10 @@
 //! (`/dev/acc0` … in a temporary host tree, made with `mknod` when run as
 //! root, empty files otherwise), refreshed again and again with nothing
 //! changed; prints the wall time of the hardware scan alone
-//! ([`wdp_hardware::discover`]), of a whole refresh ([`Resource::refresh`]:
-//! scan, health, the device set, the comparison with the set being
-//! advertised) and of a resource's first run ([`Resource::new`], what
+//! ([`wdp_hardware::discover`], every directory read), of a whole refresh
+//! ([`Resource::refresh`], what a poll runs: the scan through the hardware
+//! watch's kept listings, health, the device set, the comparison with the
+//! set being advertised) and of a resource's first run ([`Resource::new`], what
 //! start-up waits for before serving), p50 and p90, hot (back to back) and
 //! cold (after `WDP_BENCH_GAP_MS`, default 1000, of sleep, as a poll finds
 //! its caches).

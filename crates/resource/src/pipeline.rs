@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use wdp_hardware::{AdminNodes, Candidate, HostRoot, Selector};
+use wdp_hardware::{AdminNodes, Candidate, HostRoot, ListingCache, Selector};
 use wdp_policy::Hook;
 use wdp_policy::types::{Device, DeviceFacts, DeviceNode, Verdict};
 
@@ -124,10 +124,15 @@ pub enum Mode {
 /// the DRA layout and taints ([`dra_extras`]), then the set is built and
 /// checked against the kubelet's message limit. A serving run whose scan
 /// finds what the last, [`Settled`] run found stops after the scan and
-/// hands back that run's set.
+/// hands back that run's set. A serving run's scan reads the directories
+/// the resource's hardware watch covers through `listings`, when given
+/// (read again only after a change under them); a strict run reads
+/// everything.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     spec: &ResourceSpec,
     root: &HostRoot,
+    listings: Option<&ListingCache>,
     caller: &GuestCaller,
     state: &mut DiscoveryState,
     held: &HeldLayout,
@@ -139,7 +144,8 @@ pub fn run(
         problem,
     };
     let mut warnings = Vec::new();
-    let (scanned, replicas) = scan(spec, root, mode, &mut warnings)?;
+    let listings = listings.filter(|_| mode == Mode::Serving);
+    let (scanned, replicas) = scan(spec, root, listings, mode, &mut warnings)?;
     let scan_warnings = warnings.len();
     let admin = AdminNodes::read(root);
     if mode == Mode::Serving
@@ -263,6 +269,7 @@ struct Stages<'a> {
 fn scan(
     spec: &ResourceSpec,
     root: &HostRoot,
+    listings: Option<&ListingCache>,
     mode: Mode,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<Candidate>, Vec<u32>), ResourceError> {
@@ -270,7 +277,12 @@ fn scan(
     let mut replicas: Vec<u32> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     for (i, selector) in spec.config.selectors.iter().enumerate() {
-        match wdp_hardware::discover(root, std::slice::from_ref(selector)) {
+        let one = std::slice::from_ref(selector);
+        let found = match listings {
+            Some(listings) => wdp_hardware::discover_cached(root, one, listings),
+            None => wdp_hardware::discover(root, one),
+        };
+        match found {
             Ok(scan) => {
                 warnings.extend(scan.warnings);
                 let count = spec.config.replicas.get(&i).copied().unwrap_or(1);

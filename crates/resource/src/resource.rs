@@ -195,6 +195,7 @@ impl Resource {
         pipeline::run(
             spec,
             &self.root,
+            None,
             &self.caller,
             &mut scratch,
             &held,
@@ -315,7 +316,16 @@ impl Resource {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let held = self.held.load_full();
-        let mut result = pipeline::run(&spec, &self.root, &self.caller, &mut state, &held, mode);
+        let listings = self.hardware.as_ref().map(ChangeWatcher::listings);
+        let mut result = pipeline::run(
+            &spec,
+            &self.root,
+            listings,
+            &self.caller,
+            &mut state,
+            &held,
+            mode,
+        );
         // A claim prepared while the run was under way holds names the
         // run's layout check did not know of: checked again, the set
         // refused (the last good one kept, the next run asking the guest

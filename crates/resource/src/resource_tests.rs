@@ -39,6 +39,22 @@ fn nodes_resource_with(count: usize, settings: &str) -> (tempfile::TempDir, Arc<
     (tmp, resource)
 }
 
+/// Makes `change` to the fixture and waits until the resource's hardware
+/// watch has seen it, as the refresh loop does before it scans again (a
+/// serving scan reads a watched directory again only after its event).
+fn change_hardware(resource: &Resource, change: impl FnOnce()) {
+    let watcher = resource.hardware.as_ref().expect("inotify is available");
+    let mut changes = watcher.subscribe();
+    change();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let seen = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), changes.changed()).await });
+    assert_eq!(seen, Ok(true), "the hardware watch saw no change");
+}
+
 #[test]
 fn an_unchanged_refresh_keeps_the_advertised_set_itself() {
     let (tmp, resource) = nodes_resource(3);
@@ -50,7 +66,9 @@ fn an_unchanged_refresh_keeps_the_advertised_set_itself() {
     assert!(Arc::ptr_eq(&first, &resource.devices()));
 
     // Hardware gone: listed Unhealthy, read back from the last set.
-    std::fs::remove_file(tmp.path().join("root/dev/many/d1")).unwrap();
+    change_hardware(&resource, || {
+        std::fs::remove_file(tmp.path().join("root/dev/many/d1")).unwrap();
+    });
     assert!(resource.refresh());
     let gone = resource.devices();
     assert_ne!(gone.generation(), first.generation());
@@ -81,7 +99,9 @@ fn a_settled_resource_still_sees_new_hardware_and_a_new_config() {
     assert!(!resource.refresh());
 
     // New hardware: the scan differs, the set is built again.
-    std::fs::write(tmp.path().join("root/dev/many/d2"), b"").unwrap();
+    change_hardware(&resource, || {
+        std::fs::write(tmp.path().join("root/dev/many/d2"), b"").unwrap();
+    });
     assert!(resource.refresh());
     assert!(resource.devices().get("many-d2").is_some());
     assert!(!resource.refresh());

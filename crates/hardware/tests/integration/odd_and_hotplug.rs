@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::common::{find, fixture_copy, ids, node_paths};
 use wdp_hardware::{
     ChangeWatcher, HostRoot, NodeSelector, PciSelector, Scan, Selector, UsbSelector, discover,
-    scan_pci, scan_usb, watch_paths,
+    discover_cached, scan_pci, scan_usb, watch_paths,
 };
 
 const GPU0: &str = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:03:00.0";
@@ -385,4 +385,77 @@ async fn watcher_falls_back_to_ancestors_and_moves_down() {
     // Replacing the set drops the old watches.
     assert!(watcher.set_paths(&[PathBuf::from("/dev")]).is_empty());
     assert_eq!(watcher.watched(), [PathBuf::from("/dev")]);
+}
+
+/// A scan through a watcher's listings keeps the listing of a watched
+/// directory while nothing changes under it, and after each change the
+/// watch reports finds what a full scan finds: nodes made, removed,
+/// renamed, and the whole directory replaced by another.
+#[tokio::test]
+async fn scans_through_the_watch_see_every_change_of_a_node_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::create_dir(&dev).unwrap();
+    for i in 0..4 {
+        std::fs::write(dev.join(format!("acc{i}")), b"").unwrap();
+    }
+    let root = HostRoot::new(dir.path());
+    let selectors = [Selector::Nodes(NodeSelector {
+        path: "/dev/acc*".into(),
+        optional: false,
+    })];
+    let watcher = ChangeWatcher::new(&root);
+    let listings = watcher.listings();
+    // Nothing is watched yet: nothing is kept.
+    let scan = discover_cached(&root, &selectors, listings).unwrap();
+    assert_eq!(ids(&scan), ["acc0", "acc1", "acc2", "acc3"]);
+    assert_eq!(listings.kept_count(), 0);
+    let paths = watch_paths(&root, &selectors, &scan.candidates);
+    assert!(watcher.set_paths(&paths).is_empty());
+    let mut rx = watcher.subscribe();
+    discover_cached(&root, &selectors, listings).unwrap();
+    assert_eq!(listings.kept_count(), 1, "the watched /dev is kept");
+
+    let old = dir.path().join("dev.old");
+    let changes: [(&str, Box<dyn Fn()>); 4] = [
+        (
+            "a node made",
+            Box::new(|| std::fs::write(dev.join("acc4"), b"").unwrap()),
+        ),
+        (
+            "a node removed",
+            Box::new(|| std::fs::remove_file(dev.join("acc0")).unwrap()),
+        ),
+        (
+            "a node renamed",
+            Box::new(|| std::fs::rename(dev.join("acc1"), dev.join("acc9")).unwrap()),
+        ),
+        (
+            "the directory replaced",
+            Box::new(|| {
+                std::fs::rename(&dev, &old).unwrap();
+                std::fs::create_dir(&dev).unwrap();
+                std::fs::write(dev.join("acc7"), b"").unwrap();
+            }),
+        ),
+    ];
+    for (what, change) in changes {
+        while rx.take_changed() {}
+        change();
+        next_change(&mut rx).await;
+        let cached = discover_cached(&root, &selectors, listings).unwrap();
+        let full = discover(&root, &selectors).unwrap();
+        assert_eq!(ids(&cached), ids(&full), "after {what}");
+        let paths = watch_paths(&root, &selectors, &cached.candidates);
+        assert!(watcher.set_paths(&paths).is_empty());
+    }
+    assert_eq!(ids(&discover(&root, &selectors).unwrap()), ["acc7"]);
+    // The replacement is watched again, and its listing kept.
+    discover_cached(&root, &selectors, listings).unwrap();
+    assert_eq!(listings.kept_count(), 1);
+    while rx.take_changed() {}
+    std::fs::write(dev.join("acc8"), b"").unwrap();
+    next_change(&mut rx).await;
+    let cached = discover_cached(&root, &selectors, listings).unwrap();
+    assert_eq!(ids(&cached), ["acc7", "acc8"]);
 }
