@@ -207,10 +207,17 @@ impl ListingCache {
     }
 
     /// An event named `path` (a real path): the listings of that directory
-    /// and of the one holding it go.
-    pub(crate) fn changed(&self, path: &Path) {
+    /// and of the one holding it go. When `gone` (removed or renamed away)
+    /// a trusted directory at `path` is trusted no longer: the watch went
+    /// with it, and another directory made there may even reuse its inode
+    /// number. The next [`ChangeWatcher::set_paths`](crate::ChangeWatcher::set_paths)
+    /// watches and trusts what is there then.
+    pub(crate) fn changed(&self, path: &Path, gone: bool) {
         let mut inner = self.lock();
         inner.drops += 1;
+        if gone {
+            inner.trusted.remove(path);
+        }
         let parent = path.parent();
         inner
             .kept

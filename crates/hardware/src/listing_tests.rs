@@ -53,7 +53,7 @@ fn a_trusted_directory_is_read_again_only_after_a_change_under_it() {
         ["acc0", "acc1", "other"]
     );
     // An event naming an entry drops the listings of its directory.
-    cache.changed(&dir.path().join("acc1"));
+    cache.changed(&dir.path().join("acc1"), false);
     assert_eq!(cache.kept_count(), 0);
     assert_eq!(
         names(&cache.read(dir.path(), "acc*", &acc, true).unwrap()),
@@ -61,14 +61,14 @@ fn a_trusted_directory_is_read_again_only_after_a_change_under_it() {
     );
     // One naming the directory itself too.
     touch(dir.path(), "acc2");
-    cache.changed(dir.path());
+    cache.changed(dir.path(), false);
     assert_eq!(
         names(&cache.read(dir.path(), "acc*", &acc, true).unwrap()),
         ["acc0", "acc1", "acc2"]
     );
     // An event under another directory leaves it kept.
     touch(dir.path(), "acc3");
-    cache.changed(Path::new("/elsewhere/acc3"));
+    cache.changed(Path::new("/elsewhere/acc3"), false);
     assert_eq!(
         names(&cache.read(dir.path(), "acc*", &acc, true).unwrap()),
         ["acc0", "acc1", "acc2"]
@@ -88,6 +88,25 @@ fn a_directory_no_longer_watched_is_not_kept() {
     cache.distrust(dir.path());
     touch(dir.path(), "acc1");
     assert_eq!(cache.read(dir.path(), "acc*", &acc, true).unwrap().len(), 2);
+    assert_eq!(cache.kept_count(), 0);
+}
+
+#[test]
+fn a_watched_directory_removed_is_trusted_no_longer() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ListingCache::default();
+    cache.trust(dir.path(), DirIdentity::of(dir.path()).unwrap());
+    // An entry removed leaves the directory trusted.
+    cache.changed(&dir.path().join("acc0"), true);
+    cache.read(dir.path(), "acc*", &acc, true).unwrap();
+    assert_eq!(cache.kept_count(), 1);
+    // The directory itself removed (or renamed away): its watch went too.
+    cache.changed(dir.path(), true);
+    touch(dir.path(), "acc1");
+    assert_eq!(
+        names(&cache.read(dir.path(), "acc*", &acc, true).unwrap()),
+        ["acc1"]
+    );
     assert_eq!(cache.kept_count(), 0);
 }
 

@@ -289,8 +289,12 @@ fn drop_listings(listings: &ListingCache, res: &Result<wdp_fs_watch::Event, wdp_
         Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
         Ok(event) if matches!(event.kind, EventKind::Modify(ModifyKind::Data(_))) => {}
         Ok(event) if !event.paths.is_empty() => {
+            let gone = matches!(
+                event.kind,
+                EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
+            );
             for path in &event.paths {
-                listings.changed(path);
+                listings.changed(path, gone);
             }
         }
         _ => listings.changed_all(),

@@ -417,7 +417,9 @@ async fn scans_through_the_watch_see_every_change_of_a_node_directory() {
     assert_eq!(listings.kept_count(), 1, "the watched /dev is kept");
 
     let old = dir.path().join("dev.old");
-    let changes: [(&str, Box<dyn Fn()>); 4] = [
+    // What is done to the tree, named for the assertion message.
+    type Change<'a> = (&'static str, Box<dyn Fn() + 'a>);
+    let changes: [Change; 4] = [
         (
             "a node made",
             Box::new(|| std::fs::write(dev.join("acc4"), b"").unwrap()),
