@@ -173,6 +173,15 @@ struct Inner {
     drops: u64,
 }
 
+impl Inner {
+    /// Drops the listings of `dir` (counted, so a listing being read
+    /// meanwhile is not kept).
+    fn drop_dir(&mut self, dir: &Path) {
+        self.drops += 1;
+        self.kept.retain(|(kept_dir, _, _), _| kept_dir != dir);
+    }
+}
+
 #[derive(Debug)]
 struct Kept {
     listing: Arc<[Listed]>,
@@ -193,17 +202,15 @@ impl ListingCache {
     /// directory `identity` names.
     pub(crate) fn trust(&self, dir: &Path, identity: DirIdentity) {
         let mut inner = self.lock();
-        inner.drops += 1;
-        inner.kept.retain(|(kept_dir, _, _), _| kept_dir != dir);
+        inner.drop_dir(dir);
         inner.trusted.insert(dir.to_owned(), identity);
     }
 
     /// `dir` is no longer watched: nothing of it is kept.
     pub(crate) fn distrust(&self, dir: &Path) {
         let mut inner = self.lock();
-        inner.drops += 1;
+        inner.drop_dir(dir);
         inner.trusted.remove(dir);
-        inner.kept.retain(|(kept_dir, _, _), _| kept_dir != dir);
     }
 
     /// An event named `path` (a real path): the listings of that directory
