@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 pub use notify::{Error, ErrorKind, Event, EventKind, RecursiveMode, event};
 use notify::{RecommendedWatcher, Watcher};
@@ -138,14 +139,22 @@ impl Drop for FolderWatch {
 /// [`Closing`] is dropped. For a process about to exit; a later
 /// [`FolderWatch::watch`] makes a new instance.
 ///
-/// Why two steps: closing an instance waits for the kernel's fsnotify mark
-/// reaper, an SRCU grace period. Removing the watches first starts the
-/// reaping of their marks (and of the inodes' mark lists) in the
-/// background; when the instance is closed a couple of milliseconds later
-/// its own grace period is usually an expedited one, well under a
-/// millisecond, where removing and closing at once often waits two normal
-/// ones (8-13 ms at `HZ=250`). So call this as a shutdown begins and drop
-/// the [`Closing`] when it ends.
+/// Why two steps, and why the watches go one at a time: closing an
+/// instance waits for the kernel's fsnotify mark reaper, which waits for
+/// an SRCU grace period. An expedited one takes tens of microseconds; a
+/// normal one, which the kernel uses when another grace period of the same
+/// SRCU domain is running or ended less than 25 µs before, takes 10-30 ms
+/// (several jiffies). Removing a folder's last watch also frees its
+/// connector in a kernel worker that starts its own grace period at once.
+/// Watches removed back to back, or the instance closed right after them,
+/// ask for grace periods while those are running: the close then waits a
+/// normal one. So each watch is removed [`REMOVAL_SPACING`] after the one
+/// before (each connector's grace period ends in between, even with one
+/// core busy), and dropping the [`Closing`] closes the instance no sooner
+/// than [`CLOSE_SETTLE`] after the last removal. Call this as a shutdown
+/// begins and drop the [`Closing`] when it ends: a shutdown's own work
+/// usually covers the settling time. (A recursive watch's folders go in one
+/// burst: the `notify` crate removes them together.)
 pub fn close() -> Closing {
     let hub = hub();
     let mut kernel = hub.kernel();
@@ -155,20 +164,50 @@ pub fn close() -> Closing {
     }
     let users = std::mem::take(&mut kernel.users);
     let mut watcher = kernel.watcher.take();
+    let mut last_removal = None;
     if let Some(watcher) = watcher.as_mut() {
         for path in users.keys() {
+            if last_removal.is_some() {
+                std::thread::sleep(REMOVAL_SPACING);
+            }
             // Fails harmlessly when the kernel already dropped the watch.
             let _ = watcher.unwatch(path);
+            last_removal = Some(Instant::now());
         }
     }
-    Closing { watcher }
+    Closing {
+        watcher,
+        last_removal,
+    }
 }
 
+/// Time between two watch removals in [`close`]: longer than a kernel
+/// worker's start and an expedited SRCU grace period, with the 25 µs after
+/// it in which the next would be a normal one.
+pub const REMOVAL_SPACING: Duration = Duration::from_micros(200);
+
+/// How long after the last watch removal [`Closing`] closes the instance
+/// at the soonest: the connectors' grace periods have ended, so the close's
+/// own is an expedited one.
+pub const CLOSE_SETTLE: Duration = Duration::from_millis(1);
+
 /// The process's inotify instance after [`close`], with no watches left;
-/// dropping it closes the instance.
+/// dropping it closes the instance (no sooner than [`CLOSE_SETTLE`] after
+/// the last watch went).
 #[must_use = "dropping it at once closes the inotify instance with the watches' marks still being reaped"]
 pub struct Closing {
     watcher: Option<RecommendedWatcher>,
+    last_removal: Option<Instant>,
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        if let Some(removed) = self.last_removal {
+            std::thread::sleep(CLOSE_SETTLE.saturating_sub(removed.elapsed()));
+        }
+        // The watcher's thread closes the instance once it is dropped.
+        drop(self.watcher.take());
+    }
 }
 
 impl std::fmt::Debug for Closing {
