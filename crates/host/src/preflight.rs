@@ -97,7 +97,13 @@ pub(crate) fn check_registration_socket_paths(
 }
 
 /// The device-plugin folder (and, on the plugin-watcher path, the plugins
-/// registry folder) must exist and accept new sockets.
+/// registry folder) must exist and accept new sockets: a directory this
+/// process may write to and enter, on a file system mounted read-write.
+///
+/// Asked of the kernel (`faccessat` with the effective IDs: permissions,
+/// capabilities, security modules and read-only mounts) rather than by
+/// creating and removing a probe file, which cost about half a millisecond
+/// of ext4 inode allocation at every start.
 pub(crate) fn check_plugin_dir(dir: &Path) -> Result<(), HostError> {
     let fail = |source| HostError::PluginDir {
         dir: dir.to_owned(),
@@ -110,8 +116,15 @@ pub(crate) fn check_plugin_dir(dir: &Path) -> Result<(), HostError> {
             "not a directory",
         )));
     }
-    let probe = dir.join(format!(".wdp-write-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(fail)?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
+    rustix::fs::accessat(
+        rustix::fs::CWD,
+        dir,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::EACCESS,
+    )
+    .map_err(|errno| fail(errno.into()))
 }
+
+#[cfg(test)]
+#[path = "preflight_tests.rs"]
+mod tests;
