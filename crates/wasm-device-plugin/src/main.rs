@@ -344,8 +344,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("running; SIGTERM or SIGINT stops");
     wait_for_signal().await?;
     tracing::info!("stopping");
-    // Every inotify watch goes first (a few hundred microseconds, blocking
-    // this thread: nothing else is served now) and the instance last: the
+    // Every inotify watch goes first (a few hundred microseconds of sleeps
+    // between removals, on this thread only; the servers run on the
+    // runtime's workers until `shutdown`) and the instance last: the
     // kernel reaps the watches' marks beside the shutdown, and closing the
     // instance then waits an expedited grace period, not a normal one of
     // 10-30 ms (see `wdp_fs_watch::close`).
