@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use wdp_device_plugin::ServerHandle;
 use wdp_dra_driver::DrainingClaims;
 use wdp_kubelet_socket::{PodResourcesError, PodResourcesReader};
@@ -73,6 +73,8 @@ pub(crate) struct Handover {
     /// Which way.
     pub(crate) direction: Direction,
     stop: CancellationToken,
+    /// Cancelled once the task has returned (on its own or stopped).
+    ended: CancellationToken,
     task: JoinHandle<()>,
 }
 
@@ -89,6 +91,32 @@ impl Handover {
     /// Whether it finished on its own (nothing held any more).
     pub(crate) fn is_finished(&self) -> bool {
         self.task.is_finished()
+    }
+
+    /// Resolves once it has ended: what it withheld is offered and its
+    /// switch record is gone (or it was stopped).
+    pub(crate) fn ended(&self) -> WaitForCancellationFutureOwned {
+        self.ended.clone().cancelled_owned()
+    }
+
+    /// Runs `follow` as a handover going `direction`.
+    fn spawn(
+        direction: Direction,
+        stop: CancellationToken,
+        follow: impl Future<Output = ()> + Send + 'static,
+    ) -> Self {
+        let ended = CancellationToken::new();
+        let guard = ended.clone().drop_guard();
+        let task = tokio::spawn(async move {
+            let _ended = guard;
+            follow.await;
+        });
+        Self {
+            direction,
+            stop,
+            ended,
+            task,
+        }
     }
 
     /// Ends it now (a switch back, the resource removed, shutdown): a
@@ -134,12 +162,8 @@ pub(crate) async fn to_dra(
     // what is free already (a failure here is logged by the follower).
     let first = paths.pod_resources.clone().with_timeout(FIRST_READ_TIMEOUT);
     let _ = follower.read(&first).await;
-    let task = tokio::spawn(follower.follow(retiring, stop.clone()));
-    Handover {
-        direction: Direction::ToDra,
-        stop,
-        task,
-    }
+    let follow = follower.follow(retiring, stop.clone());
+    Handover::spawn(Direction::ToDra, stop, follow)
 }
 
 /// Starts the DRA → device plugin handover of `device_plugin` (not
@@ -158,17 +182,8 @@ pub(crate) async fn to_device_plugin(
     write_record(paths, record);
     let stop = CancellationToken::new();
     let state_dir = paths.state_dir.clone();
-    let task = tokio::spawn(follow_claims(
-        claims,
-        device_plugin,
-        state_dir,
-        stop.clone(),
-    ));
-    Handover {
-        direction: Direction::ToDevicePlugin,
-        stop,
-        task,
-    }
+    let follow = follow_claims(claims, device_plugin, state_dir, stop.clone());
+    Handover::spawn(Direction::ToDevicePlugin, stop, follow)
 }
 
 fn write_record(paths: &SwitchPaths, record: &SwitchRecord) {

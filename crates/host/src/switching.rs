@@ -45,6 +45,20 @@ impl Host {
             .collect()
     }
 
+    /// Resolves once every handover under way now has ended (finished on
+    /// its own or been ended): what it withheld is offered and its switch
+    /// record is gone.
+    pub async fn handovers_ended(&self) {
+        let ended: Vec<_> = self
+            .handovers
+            .lock()
+            .await
+            .values()
+            .map(|h| h.ended())
+            .collect();
+        futures::future::join_all(ended).await;
+    }
+
     /// Serves `new` (the resource `name` under its new `api`) in place of
     /// `old` (the same resource under the other API), handing the devices
     /// over (see [`crate::api_switch`]).

@@ -173,6 +173,9 @@ async fn a_resource_moves_to_dra_and_back_with_its_containers_running() {
     // the resource at 0 (the key stays).
     kubelet.set_endpoint_grace(std::time::Duration::ZERO);
     assert_eq!(kubelet.state().capacity(RESOURCE), Some(0));
+    tokio::time::timeout(WAIT, host.handovers_ended())
+        .await
+        .expect("the handover to DRA ends once no container holds a device");
     assert!(host.handovers().await.is_empty());
     assert!(
         !w.world
@@ -207,6 +210,10 @@ async fn a_resource_moves_to_dra_and_back_with_its_containers_running() {
         .await
         .unwrap();
     healthy(&kubelet, 8).await;
+    // The handover ends once every device is offered again.
+    tokio::time::timeout(WAIT, host.handovers_ended())
+        .await
+        .expect("the handover to the device plugin ends once every claim is unprepared");
     assert!(host.handovers().await.is_empty());
     assert!(
         kubelet.state().violations.is_empty(),
