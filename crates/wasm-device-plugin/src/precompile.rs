@@ -45,8 +45,10 @@ pub(crate) fn run(args: PrecompileArgs) -> anyhow::Result<()> {
 pub(crate) async fn in_child(config_dir: &Path) {
     let dir = config_dir.to_owned();
     let wanted = tokio::task::spawn_blocking(move || {
-        wdp_resource::config::load_dir(&dir)
-            .map(|config| config.host.precompiled_cache_dir.is_some())
+        // Only host.toml: the resource files are read (and a bad one
+        // reported) by the start that follows.
+        wdp_resource::config::load_host_settings(&dir)
+            .map(|host| host.precompiled_cache_dir.is_some())
             .unwrap_or(false)
     })
     .await

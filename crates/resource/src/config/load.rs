@@ -61,18 +61,7 @@ pub fn load_set(dir: &Path, set: Option<&str>) -> Result<ConfigSet, ConfigError>
     let host = if files.contains(&host_path) {
         let text = read_config_file(&host_path)?;
         digest_file(&mut digest, HOST_FILE, &text);
-        let host: HostSettings = parse(&host_path, &text)?;
-        check_version(&host_path, host.version)?;
-        // The state label is `<node-label>.state`: both must be label names.
-        let label = &host.config_sets.node_label;
-        if let Some(problem) = wdp_k8s_naming::label_name_problem(&format!("{label}.state")) {
-            return Err(ConfigError::invalid(
-                &host_path,
-                "config-sets.node-label",
-                format!("{label:?} (and {label}.state) must be a node label's name: {problem}"),
-            ));
-        }
-        host
+        parse_host(&host_path, &text)?
     } else {
         HostSettings::default()
     };
@@ -121,6 +110,34 @@ pub fn load_set(dir: &Path, set: Option<&str>) -> Result<ConfigSet, ConfigError>
         host,
         resources,
     })
+}
+
+/// Reads only the host settings of configuration directory `dir`: its
+/// `host.toml`, checked as [`load_dir`] checks it, or the defaults when
+/// there is none. For a caller that needs a host setting before the
+/// resource files are read (and validated by [`load_dir`]).
+pub fn load_host_settings(dir: &Path) -> Result<HostSettings, ConfigError> {
+    let path = dir.join(HOST_FILE);
+    match std::fs::symlink_metadata(&path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(HostSettings::default()),
+        _ => parse_host(&path, &read_config_file(&path)?),
+    }
+}
+
+/// `host.toml` (at `path`, holding `text`) parsed and checked.
+fn parse_host(path: &Path, text: &str) -> Result<HostSettings, ConfigError> {
+    let host: HostSettings = parse(path, text)?;
+    check_version(path, host.version)?;
+    // The state label is `<node-label>.state`: both must be label names.
+    let label = &host.config_sets.node_label;
+    if let Some(problem) = wdp_k8s_naming::label_name_problem(&format!("{label}.state")) {
+        return Err(ConfigError::invalid(
+            path,
+            "config-sets.node-label",
+            format!("{label:?} (and {label}.state) must be a node label's name: {problem}"),
+        ));
+    }
+    Ok(host)
 }
 
 /// The `*.toml` entries of `dir`, sorted; hidden entries (the `..data`

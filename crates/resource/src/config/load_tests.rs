@@ -150,3 +150,34 @@ fn an_unknown_set_a_host_file_in_a_set_and_a_bad_set_name_are_refused_by_name() 
     let name = load_set(dir.path(), Some("loops")).unwrap_err().to_string();
     assert!(name.contains("configuration set name `-bad`"), "{name}");
 }
+
+#[test]
+fn host_settings_are_read_alone_as_the_whole_directory_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // No host.toml: the defaults, whatever the resource files hold.
+    std::fs::write(dir.path().join("broken.toml"), "version = \n").unwrap();
+    assert_eq!(
+        load_host_settings(dir.path()).unwrap().precompiled_cache_dir,
+        None
+    );
+    std::fs::write(
+        dir.path().join(HOST_FILE),
+        "version = 1\nprecompiled-cache-dir = \"compiled\"\n",
+    )
+    .unwrap();
+    std::fs::remove_file(dir.path().join("broken.toml")).unwrap();
+    std::fs::write(dir.path().join("fuse.toml"), FUSE).unwrap();
+    let alone = load_host_settings(dir.path()).unwrap();
+    assert!(alone.precompiled_cache_dir.is_some());
+    assert_eq!(
+        alone.precompiled_cache_dir,
+        load_dir(dir.path()).unwrap().host.precompiled_cache_dir
+    );
+    // A bad host.toml is refused by file and field, as load_dir refuses it.
+    std::fs::write(dir.path().join(HOST_FILE), "version = 1\nno-such-key = 1\n").unwrap();
+    let err = load_host_settings(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("host.toml") && err.contains("no-such-key"), "{err}");
+    std::fs::write(dir.path().join(HOST_FILE), "version = 2\n").unwrap();
+    let err = load_host_settings(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("host.toml") && err.contains("version"), "{err}");
+}

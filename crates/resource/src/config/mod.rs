@@ -26,7 +26,7 @@ mod socket;
 mod validate;
 
 pub use error::ConfigError;
-pub use load::{load_dir, load_set, read_config_file};
+pub use load::{load_dir, load_host_settings, load_set, read_config_file};
 pub use model::{ConfigSet, HookBinding, ResourceConfig};
 pub use schema::{
     CONFIG_VERSION, CdiEdits, CdiHook, CdiMode, CdiMount, ConfigSetsSettings, DEFAULT_SET_LABEL,
