@@ -157,7 +157,9 @@ fn host_settings_are_read_alone_as_the_whole_directory_reads_them() {
     // No host.toml: the defaults, whatever the resource files hold.
     std::fs::write(dir.path().join("broken.toml"), "version = \n").unwrap();
     assert_eq!(
-        load_host_settings(dir.path()).unwrap().precompiled_cache_dir,
+        load_host_settings(dir.path())
+            .unwrap()
+            .precompiled_cache_dir,
         None
     );
     std::fs::write(
@@ -176,8 +178,14 @@ fn host_settings_are_read_alone_as_the_whole_directory_reads_them() {
     // A bad host.toml is refused by file and field, as load_dir refuses it.
     std::fs::write(dir.path().join(HOST_FILE), "version = 1\nno-such-key = 1\n").unwrap();
     let err = load_host_settings(dir.path()).unwrap_err().to_string();
-    assert!(err.contains("host.toml") && err.contains("no-such-key"), "{err}");
+    assert!(
+        err.contains("host.toml") && err.contains("no-such-key"),
+        "{err}"
+    );
     std::fs::write(dir.path().join(HOST_FILE), "version = 2\n").unwrap();
     let err = load_host_settings(dir.path()).unwrap_err().to_string();
-    assert!(err.contains("host.toml") && err.contains("version"), "{err}");
+    assert!(
+        err.contains("host.toml") && err.contains("version"),
+        "{err}"
+    );
 }
