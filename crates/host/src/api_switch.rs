@@ -34,7 +34,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use wdp_device_plugin::ServerHandle;
 use wdp_dra_driver::DrainingClaims;
@@ -73,9 +72,8 @@ pub(crate) struct Handover {
     /// Which way.
     pub(crate) direction: Direction,
     stop: CancellationToken,
-    /// Cancelled once the task has returned (on its own or stopped).
+    /// Cancelled once its task has returned (on its own or stopped).
     ended: CancellationToken,
-    task: JoinHandle<()>,
 }
 
 /// Which way a handover goes.
@@ -90,7 +88,7 @@ pub(crate) enum Direction {
 impl Handover {
     /// Whether it finished on its own (nothing held any more).
     pub(crate) fn is_finished(&self) -> bool {
-        self.task.is_finished()
+        self.ended.is_cancelled()
     }
 
     /// Resolves once it has ended: what it withheld is offered and its
@@ -107,7 +105,7 @@ impl Handover {
     ) -> Self {
         let ended = CancellationToken::new();
         let guard = ended.clone().drop_guard();
-        let task = tokio::spawn(async move {
+        tokio::spawn(async move {
             let _ended = guard;
             follow.await;
         });
@@ -115,7 +113,6 @@ impl Handover {
             direction,
             stop,
             ended,
-            task,
         }
     }
 
@@ -124,7 +121,7 @@ impl Handover {
     /// new API withholds stays as it is until the next handover sets it.
     pub(crate) async fn finish(self) {
         self.stop.cancel();
-        let _ = self.task.await;
+        self.ended().await;
     }
 }
 
