@@ -175,6 +175,14 @@ impl Supervisor {
         let mut server =
             SocketServer::new(span, "socket", self.registered.clone(), self.stop.clone());
         loop {
+            // Served while the first scan runs, unless only the scan can say
+            // what the registration offers.
+            if self.resource.registration_waits_for_scan() {
+                tokio::select! {
+                    _ = self.resource.wait_first_scan() => {}
+                    _ = self.stop.cancelled() => return,
+                }
+            }
             let socket = self.resource.spec().config.socket.clone();
             let path = self.dir.join(&socket);
             let resource = self.resource.clone();

@@ -116,6 +116,12 @@ impl DevicePlugin for DevicePluginService {
         &self,
         _request: Request<Empty>,
     ) -> Result<Response<Self::ListAndWatchStream>, Status> {
+        // A resource registered while its first scan runs has nothing to
+        // list until the scan ends: the first message is the full list.
+        tokio::select! {
+            _ = self.resource.wait_first_scan() => {}
+            _ = self.stop.cancelled() => return Err(Status::unavailable("the plugin is stopping")),
+        }
         let mut updates = self.resource.subscribe();
         let mut retiring = self.retiring.clone();
         let stop = self.stop.clone();

@@ -57,12 +57,18 @@ impl Host {
                 ))
             }
         };
+        Ok(self.running(resource, serving))
+    }
+
+    /// `resource`, served by `serving`, with its refresh loop started:
+    /// the first scan is done.
+    pub(crate) fn running(&self, resource: Arc<Resource>, serving: Serving) -> Running {
         let refresher = tokio::spawn(resource.clone().refresh_loop(self.shutdown.clone()));
-        Ok(Running {
+        Running {
             resource,
             serving,
             refresher,
-        })
+        }
     }
 
     /// The API server client of DRA drivers, made on the first call (for

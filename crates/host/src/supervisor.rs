@@ -25,7 +25,7 @@ use crate::metrics::Metrics;
 use crate::options::HostOptions;
 use crate::preflight;
 use crate::reload::{self, PlanInputs, ReloadPlan, ReloadSummary};
-use crate::running::{Running, builds_in_use};
+use crate::running::{Running, Serving, builds_in_use};
 use crate::watch::{ChangeEvents, watch_config_dir, watch_plugin_dir};
 
 /// The running host.
@@ -75,7 +75,10 @@ impl std::fmt::Debug for Host {
 
 impl Host {
     /// Validates everything, then serves and registers every resource.
-    /// Nothing is served when any part of the configuration is bad.
+    /// Device-plugin resources are served and registered while their first
+    /// scan runs (their `ListAndWatch` waits for it); when any part of the
+    /// configuration is bad, a scan included, nothing stays served and the
+    /// start fails.
     pub async fn start(
         options: HostOptions,
         metrics: Arc<Metrics>,
@@ -103,15 +106,6 @@ impl Host {
         let engine = new_engine(&config)?;
         let root = HostRoot::new(&options.host_root);
         let resources = load_resources(&engine, &config, &root, &metrics, &options.cdi_dir).await?;
-        for (resource, warnings) in &resources {
-            for warning in warnings {
-                tracing::warn!(resource = %resource.name(), %warning, "hardware scan");
-            }
-        }
-        metrics.host.reload(true);
-        metrics
-            .host
-            .set_config_set(config_sets::shown(config.set.as_deref()), &config.digest);
 
         let (events, _) = broadcast::channel(64);
         tracing::info!(
@@ -149,13 +143,42 @@ impl Host {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(watcher);
         }
+        // Device-plugin resources with no handover to resume are served and
+        // registered while the first scans run, as the kubelet's own plugins
+        // do: their `ListAndWatch` waits for the scan. A scan that fails
+        // takes them down again and the start fails.
+        let mut served_early = BTreeMap::new();
+        for resource in &resources {
+            if resource.spec().config.driver.is_none() && !host.handover_recorded(resource) {
+                let server = host.device_plugin_server(resource.clone());
+                served_early.insert(resource.name().to_owned(), server);
+            }
+        }
+        if let Err(error) = first_scans(&resources).await {
+            for server in served_early.into_values() {
+                server.stop().await;
+            }
+            return Err(error);
+        }
+        host.metrics.host.reload(true);
+        {
+            let config = host.config.lock().await;
+            host.metrics
+                .host
+                .set_config_set(config_sets::shown(config.set.as_deref()), &config.digest);
+        }
         {
             let mut running = host.running.lock().await;
-            for (resource, _) in resources {
+            for resource in resources {
                 let name = resource.name().to_owned();
-                host.resume_handover(&name, &resource).await?;
-                let launched = host.launch(resource).await?;
-                running.insert(launched.resource.name().to_owned(), launched);
+                let launched = match served_early.remove(&name) {
+                    Some(server) => host.running(resource, Serving::DevicePlugin(server)),
+                    None => {
+                        host.resume_handover(&name, &resource).await?;
+                        host.launch(resource).await?
+                    }
+                };
+                running.insert(name, launched);
             }
         }
         host.reload_on_change(config_events);
@@ -503,16 +526,15 @@ impl Host {
     }
 }
 
-/// Every resource of `config` loaded (guests smoke-tested, discovery and
-/// health run once) and checked publishable, with its first scan's
-/// warnings; nothing is served yet.
+/// Every resource of `config` loaded (guests smoke-tested), not scanned
+/// yet; nothing is served yet.
 async fn load_resources(
     engine: &Arc<PolicyEngine>,
     config: &ConfigSet,
     root: &HostRoot,
     metrics: &Arc<Metrics>,
     cdi_dir: &std::path::Path,
-) -> Result<Vec<(Arc<Resource>, Vec<String>)>, HostError> {
+) -> Result<Vec<Arc<Resource>>, HostError> {
     let (engine, config, root, metrics) = (
         engine.clone(),
         config.clone(),
@@ -521,19 +543,31 @@ async fn load_resources(
     );
     let cdi_dir = cdi_dir.to_owned();
     tokio::task::spawn_blocking(move || {
-        load_specs(&engine, &config)?
+        Ok(load_specs(&engine, &config)?
             .into_values()
             .map(|spec| {
-                let loaded = Resource::new(
-                    spec.clone(),
-                    root.clone(),
-                    metrics.clone(),
-                    Some(cdi_dir.clone()),
-                )?;
-                reload::check_publishable(&spec, &loaded.0.devices())?;
-                Ok(loaded)
+                Resource::unscanned(spec, root.clone(), metrics.clone(), Some(cdi_dir.clone()))
             })
-            .collect::<Result<Vec<_>, HostError>>()
+            .collect())
+    })
+    .await
+    .map_err(HostError::Task)?
+}
+
+/// The first discovery and health of every resource, each checked
+/// publishable, its warnings logged; the first error, naming the file,
+/// guest and hook, ends it.
+async fn first_scans(resources: &[Arc<Resource>]) -> Result<(), HostError> {
+    let resources = resources.to_vec();
+    tokio::task::spawn_blocking(move || {
+        for resource in &resources {
+            let warnings = resource.first_scan()?;
+            reload::check_publishable(&resource.spec(), &resource.devices())?;
+            for warning in warnings {
+                tracing::warn!(resource = %resource.name(), %warning, "hardware scan");
+            }
+        }
+        Ok(())
     })
     .await
     .map_err(HostError::Task)?

@@ -122,6 +122,12 @@ impl Host {
         }
     }
 
+    /// Whether a switch record of `resource` exists (readable or not): a
+    /// handover to resume before it is served.
+    pub(crate) fn handover_recorded(&self, resource: &Resource) -> bool {
+        SwitchRecord::read(&self.options.state_dir, resource.name()).is_some()
+    }
+
     /// Resumes the handover of `resource` its switch record names, if a
     /// host before this one started it; called before the resource is
     /// served, so that it never offers what the other API handed out.

@@ -35,6 +35,10 @@ pub struct Resource {
     root: HostRoot,
     spec: ArcSwap<ResourceSpec>,
     devices: watch::Sender<SharedDeviceSet>,
+    /// Whether the first scan has published its device set
+    /// ([`Resource::first_scan`]); until then `devices` is empty and
+    /// means nothing.
+    scanned: watch::Sender<bool>,
     /// Candidates present at the latest refresh: what guests may read.
     present: ArcSwap<Vec<Candidate>>,
     /// The pipeline's memory; taken only by refreshes and dry runs.
@@ -89,22 +93,39 @@ impl Resource {
     /// Creates the resource and runs its first discovery and health; fails
     /// (naming the config file, guest and hook) when the hardware it names
     /// cannot be read or a guest fails, so nothing half-configured is ever
-    /// served. Blocking. Also returns the warnings of the first scan.
+    /// listed. Blocking. Also returns the warnings of the first scan.
     pub fn new(
         spec: ResourceSpec,
         root: HostRoot,
         metrics: Arc<ResourceMetrics>,
         cdi_dir: Option<PathBuf>,
     ) -> Result<(Arc<Self>, Vec<String>), ResourceError> {
+        let resource = Self::unscanned(spec, root, metrics, cdi_dir);
+        let warnings = resource.first_scan()?;
+        Ok((resource, warnings))
+    }
+
+    /// Creates the resource without scanning anything: its device set is
+    /// empty and [`Resource::is_scanned`] false until
+    /// [`Resource::first_scan`] succeeds. For a host that registers while
+    /// the first scan runs; a stream or a registration that needs the
+    /// devices waits for [`Resource::wait_first_scan`].
+    pub fn unscanned(
+        spec: ResourceSpec,
+        root: HostRoot,
+        metrics: Arc<ResourceMetrics>,
+        cdi_dir: Option<PathBuf>,
+    ) -> Arc<Self> {
         let name = spec.config.resource.clone();
         let hardware = ChangeWatcher::new(&root);
         let changes = Mutex::new(Some(hardware.subscribe()));
-        let resource = Arc::new(Self {
+        Arc::new(Self {
             caller: GuestCaller::new(&name, root.clone(), metrics.clone()),
             name,
-            root: root.clone(),
+            root,
             spec: ArcSwap::from_pointee(spec),
             devices: watch::Sender::new(Arc::new(DeviceSet::default())),
+            scanned: watch::Sender::new(false),
             present: ArcSwap::from_pointee(Vec::new()),
             discovery: Mutex::new(DiscoveryState::default()),
             warnings: Mutex::new(BTreeSet::new()),
@@ -119,15 +140,34 @@ impl Resource {
             withholding: ArcSwap::from_pointee(Withholding::none()),
             recent_grants: Mutex::new(VecDeque::new()),
             refresh_cost_nanos: AtomicU64::new(0),
-        });
-        let refreshed = resource.compute(Mode::Strict)?;
+        })
+    }
+
+    /// Runs the first discovery and health and publishes their device
+    /// set; fails (naming the config file, guest and hook) when the
+    /// hardware cannot be read or a guest fails, and then nothing is
+    /// published. Blocking. Returns the scan's warnings.
+    pub fn first_scan(&self) -> Result<Vec<String>, ResourceError> {
+        let refreshed = self.compute(Mode::Strict)?;
         let warnings = refreshed.warnings.clone();
-        *resource
-            .warnings
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = warnings.iter().cloned().collect();
-        resource.publish(refreshed);
-        Ok((resource, warnings))
+        *self.warnings.lock().unwrap_or_else(PoisonError::into_inner) =
+            warnings.iter().cloned().collect();
+        self.publish(refreshed);
+        self.scanned.send_replace(true);
+        Ok(warnings)
+    }
+
+    /// Whether the first scan has published the device set.
+    pub fn is_scanned(&self) -> bool {
+        *self.scanned.borrow()
+    }
+
+    /// Resolves once the first scan has published the device set (at
+    /// once after it); never when that scan failed, whose host stops.
+    pub async fn wait_first_scan(&self) {
+        let mut scanned = self.scanned.subscribe();
+        // The sender lives as long as `self`: waiting cannot fail here.
+        let _ = scanned.wait_for(|done| *done).await;
     }
 
     /// The extended resource name.
@@ -166,6 +206,24 @@ impl Resource {
             spec.bound(Hook::PreferredAllocation).is_some()
                 || crate::builtin::packing_helps(&self.present_candidates())
         })
+    }
+
+    /// Whether the first registration must wait for the first scan: the
+    /// `GetPreferredAllocation` offer the kubelet reads when it registers
+    /// the resource follows the devices
+    /// ([`Resource::offers_preferred_allocation`]) on a node of more than
+    /// one NUMA node, so only the scan can decide it. Registering before
+    /// would register twice at every start of such a node. Never once
+    /// scanned, nor where the configuration or a guest decides the offer.
+    pub fn registration_waits_for_scan(&self) -> bool {
+        if self.is_scanned() {
+            return false;
+        }
+        let spec = self.spec();
+        spec.config.api != ServingApi::Dra
+            && spec.config.get_preferred_allocation.is_none()
+            && spec.bound(Hook::PreferredAllocation).is_none()
+            && wdp_hardware::numa_nodes(&self.root).len() > 1
     }
 
     /// The candidates present at the latest refresh.

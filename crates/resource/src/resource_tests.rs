@@ -8,12 +8,29 @@ fn nodes_resource(count: usize) -> (tempfile::TempDir, Arc<Resource>) {
 /// As [`nodes_resource`], with `settings` (TOML lines) in the resource's
 /// file.
 fn nodes_resource_with(count: usize, settings: &str) -> (tempfile::TempDir, Arc<Resource>) {
+    let (tmp, resource) = unscanned_nodes_resource(count, settings, 0);
+    resource.first_scan().unwrap();
+    (tmp, resource)
+}
+
+/// As [`nodes_resource_with`], not scanned yet, in a root of `numa_nodes`
+/// NUMA nodes (none: no `/sys/devices/system/node`).
+fn unscanned_nodes_resource(
+    count: usize,
+    settings: &str,
+    numa_nodes: usize,
+) -> (tempfile::TempDir, Arc<Resource>) {
     let tmp = tempfile::tempdir().unwrap();
     let (root, config) = (tmp.path().join("root"), tmp.path().join("config"));
     std::fs::create_dir_all(root.join("dev/many")).unwrap();
     std::fs::create_dir_all(&config).unwrap();
     for i in 0..count {
         std::fs::write(root.join(format!("dev/many/d{i}")), b"").unwrap();
+    }
+    for n in 0..numa_nodes {
+        let node = root.join(format!("sys/devices/system/node/node{n}"));
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::write(node.join("cpulist"), format!("{n}\n")).unwrap();
     }
     std::fs::write(
         config.join("many.toml"),
@@ -29,14 +46,53 @@ fn nodes_resource_with(count: usize, settings: &str) -> (tempfile::TempDir, Arc<
         .into_values()
         .next()
         .unwrap();
-    let (resource, _) = Resource::new(
+    let resource = Resource::unscanned(
         spec,
         HostRoot::new(&root),
         ResourceMetrics::unregistered(),
         None,
-    )
-    .unwrap();
+    );
     (tmp, resource)
+}
+
+#[tokio::test]
+async fn an_unscanned_resource_lists_nothing_until_its_first_scan() {
+    let (_tmp, resource) = unscanned_nodes_resource(3, "", 0);
+    assert!(!resource.is_scanned());
+    assert!(resource.devices().is_empty());
+    let waiting = {
+        let resource = resource.clone();
+        tokio::spawn(async move { resource.wait_first_scan().await })
+    };
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished(), "resolved before the scan");
+    assert!(resource.first_scan().unwrap().is_empty());
+    tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("resolved by the scan")
+        .unwrap();
+    assert!(resource.is_scanned());
+    assert_eq!(resource.devices().len(), 3);
+}
+
+#[test]
+fn only_a_node_of_several_numa_nodes_registers_after_the_scan() {
+    // One NUMA node, or none: the built-in never packs, the offer is known.
+    for numa_nodes in [0, 1] {
+        let (_tmp, resource) = unscanned_nodes_resource(2, "", numa_nodes);
+        assert!(
+            !resource.registration_waits_for_scan(),
+            "{numa_nodes} nodes"
+        );
+    }
+    // Two: only the devices' NUMA nodes can say whether packing helps.
+    let (_tmp, resource) = unscanned_nodes_resource(2, "", 2);
+    assert!(resource.registration_waits_for_scan());
+    resource.first_scan().unwrap();
+    assert!(!resource.registration_waits_for_scan(), "scanned");
+    // The configuration decides it.
+    let (_tmp, resource) = unscanned_nodes_resource(2, "get-preferred-allocation = true\n", 2);
+    assert!(!resource.registration_waits_for_scan());
 }
 
 /// Makes `change` to the fixture and waits until the resource's hardware

@@ -14,3 +14,4 @@ mod guest_threads;
 mod pinned;
 mod serving;
 mod signed;
+mod start_order;
