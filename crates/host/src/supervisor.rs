@@ -174,8 +174,18 @@ impl Host {
                 let launched = match served_early.remove(&name) {
                     Some(server) => host.running(resource, Serving::DevicePlugin(server)),
                     None => {
-                        host.resume_handover(&name, &resource).await?;
-                        host.launch(resource).await?
+                        let launched = match host.resume_handover(&name, &resource).await {
+                            Ok(()) => host.launch(resource).await,
+                            Err(error) => Err(error),
+                        };
+                        match launched {
+                            Ok(launched) => launched,
+                            Err(error) => {
+                                // Nothing started so far stays served.
+                                host.shutdown.cancel();
+                                return Err(error);
+                            }
+                        }
                     }
                 };
                 running.insert(name, launched);
