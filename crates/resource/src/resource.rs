@@ -198,13 +198,23 @@ impl Resource {
     /// round trip per container that the kubelet's own choice makes as
     /// well. Never for a DRA resource.
     pub fn offers_preferred_allocation(&self) -> bool {
+        self.offer_decided_without_devices()
+            .unwrap_or_else(|| crate::builtin::packing_helps(&self.present_candidates()))
+    }
+
+    /// The `GetPreferredAllocation` offer where the configuration or a
+    /// guest decides it (never for DRA, as `get-preferred-allocation`
+    /// says, offered where a guest implements the hook); `None` where the
+    /// devices decide it.
+    fn offer_decided_without_devices(&self) -> Option<bool> {
         let spec = self.spec();
         if spec.config.api == ServingApi::Dra {
-            return false;
+            return Some(false);
         }
-        spec.config.get_preferred_allocation.unwrap_or_else(|| {
-            spec.bound(Hook::PreferredAllocation).is_some()
-                || crate::builtin::packing_helps(&self.present_candidates())
+        spec.config.get_preferred_allocation.or_else(|| {
+            spec.bound(Hook::PreferredAllocation)
+                .is_some()
+                .then_some(true)
         })
     }
 
@@ -216,13 +226,8 @@ impl Resource {
     /// would register twice at every start of such a node. Never once
     /// scanned, nor where the configuration or a guest decides the offer.
     pub fn registration_waits_for_scan(&self) -> bool {
-        if self.is_scanned() {
-            return false;
-        }
-        let spec = self.spec();
-        spec.config.api != ServingApi::Dra
-            && spec.config.get_preferred_allocation.is_none()
-            && spec.bound(Hook::PreferredAllocation).is_none()
+        !self.is_scanned()
+            && self.offer_decided_without_devices().is_none()
             && wdp_hardware::numa_nodes(&self.root).len() > 1
     }
 
