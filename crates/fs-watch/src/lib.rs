@@ -153,17 +153,23 @@ impl Drop for FolderWatch {
 /// core busy), and dropping the [`Closing`] closes the instance no sooner
 /// than [`CLOSE_SETTLE`] after the last removal. Call this as a shutdown
 /// begins and drop the [`Closing`] when it ends: a shutdown's own work
-/// usually covers the settling time. (A recursive watch's folders go in one
-/// burst: the `notify` crate removes them together.)
+/// usually covers the settling time; it may run on its own thread beside
+/// that work, which then does not wait for it. (A recursive watch's folders
+/// go in one burst: the `notify` crate removes them together.) A
+/// [`FolderWatch::watch`] made while this runs makes a new instance.
 pub fn close() -> Closing {
     let hub = hub();
-    let mut kernel = hub.kernel();
-    // Out of the subscribers first: no handler is called from here on.
-    for subscriber in hub.subscribers_mut().values_mut() {
-        subscriber.paths.clear();
-    }
-    let users = std::mem::take(&mut kernel.users);
-    let mut watcher = kernel.watcher.take();
+    let (users, mut watcher) = {
+        let mut kernel = hub.kernel();
+        // Out of the subscribers first: no handler is called from here on.
+        for subscriber in hub.subscribers_mut().values_mut() {
+            subscriber.paths.clear();
+        }
+        (std::mem::take(&mut kernel.users), kernel.watcher.take())
+    };
+    // The watches go without the lock held: a subscriber dropped meanwhile
+    // (a shutdown running beside this) finds nothing left to remove and
+    // does not wait for the removals' spacing.
     let mut last_removal = None;
     if let Some(watcher) = watcher.as_mut() {
         for path in users.keys() {

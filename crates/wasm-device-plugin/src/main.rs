@@ -344,15 +344,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("running; SIGTERM or SIGINT stops");
     wait_for_signal().await?;
     tracing::info!("stopping");
-    // Every inotify watch goes first (a few hundred microseconds of sleeps
-    // between removals, on this thread only; the servers run on the
-    // runtime's workers until `shutdown`) and the instance last: the
+    // The inotify watches go on a blocking thread (spaced a few hundred
+    // microseconds apart, each a round trip to the watcher's thread) while
+    // the shutdown removes the sockets, and the instance closes last: the
     // kernel reaps the watches' marks beside the shutdown, and closing the
     // instance then waits an expedited grace period, not a normal one of
-    // 10-30 ms (see `wdp_fs_watch::close`).
-    let inotify = wdp_fs_watch::close();
+    // 10-30 ms (see `wdp_fs_watch::close`). The sockets do not wait for the
+    // watches, nor the watches for the sockets.
+    let inotify = tokio::task::spawn_blocking(wdp_fs_watch::close);
     host.shutdown().await;
-    drop(inotify);
+    // Dropping it waits out what is left of the settling time.
+    drop(inotify.await);
     Ok(())
 }
 

@@ -1,7 +1,9 @@
 //! `close` as a process's shutdown uses it. Its own binary: `close` ends
-//! the watching of the whole process, which the unit tests share.
+//! the watching of the whole process, which the unit tests share (and the
+//! tests here take turns, for a runner that runs them in one process).
 
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 use wdp_fs_watch::{FolderWatch, RecursiveMode};
 
@@ -26,8 +28,17 @@ fn inotify_watch_counts() -> Vec<usize> {
         .collect()
 }
 
+/// Held by each test: `close` ends every test's watching.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Total watches over every inotify instance this process holds.
+fn inotify_watches() -> usize {
+    inotify_watch_counts().iter().sum()
+}
+
 #[test]
 fn close_removes_every_watch_at_once_and_the_instance_when_dropped() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let tmp = tempfile::tempdir().unwrap();
     let (a_dir, b_dir) = (tmp.path().join("a"), tmp.path().join("b"));
     std::fs::create_dir_all(a_dir.join("deeper")).unwrap();
@@ -81,4 +92,40 @@ fn close_removes_every_watch_at_once_and_the_instance_when_dropped() {
         "a handler was called after close: {heard:?}"
     );
     drop((a, b));
+}
+
+/// A shutdown drops its watches while `close` runs beside it on another
+/// thread: a drop returns at once, not after `close`'s spaced removals.
+#[test]
+fn a_watch_dropped_while_close_runs_does_not_wait_for_its_removals() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    const FOLDERS: usize = 60;
+    let tmp = tempfile::tempdir().unwrap();
+    let many = FolderWatch::new(|_| {});
+    for i in 0..FOLDERS {
+        let dir = tmp.path().join(format!("d{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        many.watch(&dir, RecursiveMode::NonRecursive).unwrap();
+    }
+    let own_dir = tmp.path().join("own");
+    std::fs::create_dir(&own_dir).unwrap();
+    let own = FolderWatch::new(|_| {});
+    own.watch(&own_dir, RecursiveMode::NonRecursive).unwrap();
+    assert_eq!(inotify_watches(), FOLDERS + 1);
+
+    // 61 removals at least 200 µs apart: 12 ms or more.
+    let closing = std::thread::spawn(wdp_fs_watch::close);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while inotify_watches() > FOLDERS && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    drop(own);
+    let left = inotify_watches();
+    assert!(
+        left > 1,
+        "the drop waited until close had removed all but {left} watches"
+    );
+    drop(closing.join().unwrap());
+    assert_eq!(inotify_watches(), 0);
+    drop(many);
 }
