@@ -13,6 +13,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast, watch};
@@ -40,6 +41,7 @@ pub enum FolderEvent {
 #[derive(Debug)]
 pub struct ServerHandle {
     stop: CancellationToken,
+    exiting: Arc<AtomicBool>,
     task: JoinHandle<()>,
     reregister: Arc<Notify>,
     registered: watch::Receiver<bool>,
@@ -60,6 +62,7 @@ impl ServerHandle {
         parent: &CancellationToken,
     ) -> Self {
         let stop = parent.child_token();
+        let exiting = Arc::new(AtomicBool::new(false));
         let reregister = Arc::new(Notify::new());
         let (registered_tx, registered) = watch::channel(false);
         let retiring = watch::Sender::new(false);
@@ -77,10 +80,12 @@ impl ServerHandle {
             registered: Arc::new(registered_tx),
             retiring: retiring.subscribe(),
             stop: stop.clone(),
+            exiting: exiting.clone(),
         };
         let task = tokio::spawn(supervisor.run());
         Self {
             stop,
+            exiting,
             task,
             reregister,
             registered,
@@ -126,6 +131,15 @@ impl ServerHandle {
         self.stop.cancel();
         let _ = self.task.await;
     }
+
+    /// For a process about to exit: the socket goes (and the registration
+    /// socket, where there is one), but the kubelet's connections and their
+    /// streams are left for the exit to close
+    /// ([`ServedSocket::unlink_before_exit`]).
+    pub async fn stop_before_exit(self) {
+        self.exiting.store(true, Ordering::Release);
+        self.stop().await;
+    }
 }
 
 /// How often `kubelet.sock` is looked at besides the folder watcher's
@@ -167,6 +181,8 @@ struct Supervisor {
     registered: Arc<watch::Sender<bool>>,
     retiring: watch::Receiver<bool>,
     stop: CancellationToken,
+    /// Set before `stop` is cancelled when the process exits next.
+    exiting: Arc<AtomicBool>,
 }
 
 impl Supervisor {
@@ -212,6 +228,11 @@ impl Supervisor {
             } = registration
             {
                 socket.stop().await;
+            }
+            if closing == Closing::Stop && self.exiting.load(Ordering::Acquire) {
+                served.unlink_before_exit();
+                tracing::info!(resource = %self.name, "socket removed; the exit closes the kubelet's connections");
+                return;
             }
             let unlink = if closing == Closing::Removed {
                 Unlink::No

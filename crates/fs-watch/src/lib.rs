@@ -194,8 +194,10 @@ pub const REMOVAL_SPACING: Duration = Duration::from_micros(200);
 
 /// How long after the last watch removal [`Closing`] closes the instance
 /// at the soonest: the connectors' grace periods have ended, so the close's
-/// own is an expedited one.
-pub const CLOSE_SETTLE: Duration = Duration::from_millis(1);
+/// own is an expedited one. Twice [`REMOVAL_SPACING`], which covers the
+/// same wait between removals (docs/performance.md has the reproducer's
+/// counts, idle and with both cores busy).
+pub const CLOSE_SETTLE: Duration = Duration::from_micros(400);
 
 /// The process's inotify instance after [`close`], with no watches left;
 /// dropping it closes the instance (no sooner than [`CLOSE_SETTLE`] after

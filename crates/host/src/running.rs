@@ -34,6 +34,21 @@ impl Running {
         }
     }
 
+    /// As [`stop`](Self::stop), for a process about to exit: a
+    /// device-plugin server's socket goes but its kubelet connections are
+    /// left for the exit to close
+    /// ([`ServerHandle::stop_before_exit`]).
+    pub(crate) async fn stop_before_exit(self) {
+        match self.serving {
+            Serving::DevicePlugin(server) => {
+                self.refresher.abort();
+                self.resource.stop_watching();
+                server.stop_before_exit().await;
+            }
+            serving @ Serving::Dra(_) => Running { serving, ..self }.stop().await,
+        }
+    }
+
     /// Stops it for good (the resource left the configuration): as
     /// [`stop`](Self::stop), and a DRA driver's slices are deleted; a DRA
     /// driver with prepared claims goes on serving their unprepare, as the

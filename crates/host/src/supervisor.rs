@@ -289,6 +289,20 @@ impl Host {
     /// [`wdp_fs_watch::close`] beside this and drops what it returns
     /// after: the kernel reaps the removed watches beside the shutdown.)
     pub async fn shutdown(&self) {
+        self.stop_everything(Exit::NotYet).await;
+    }
+
+    /// As [`shutdown`](Self::shutdown), for a process that exits as soon as
+    /// it returns: device-plugin sockets are removed but the kubelet's
+    /// connections to them are left for the exit to close, so the kubelet
+    /// reacts once the process is gone rather than beside its exit (see
+    /// `wdp_kubelet_socket::ServedSocket::unlink_before_exit`). DRA drivers
+    /// stop as in `shutdown`.
+    pub async fn shutdown_before_exit(&self) {
+        self.stop_everything(Exit::Next).await;
+    }
+
+    async fn stop_everything(&self, exit: Exit) {
         self.shutdown.cancel();
         drop(std::mem::take(
             &mut *self.watchers.lock().unwrap_or_else(PoisonError::into_inner),
@@ -299,12 +313,26 @@ impl Host {
         let running = std::mem::take(&mut *self.running.lock().await);
         futures::future::join(
             futures::future::join_all(handovers.into_values().map(Handover::finish)),
-            futures::future::join_all(running.into_values().map(Running::stop)),
+            futures::future::join_all(running.into_values().map(|running| async move {
+                match exit {
+                    Exit::NotYet => running.stop().await,
+                    Exit::Next => running.stop_before_exit().await,
+                }
+            })),
         )
         .await;
         let draining = std::mem::take(&mut *self.draining.lock().await);
         futures::future::join_all(draining.into_iter().map(Draining::stop)).await;
     }
+}
+
+/// Whether the process exits once a shutdown returns.
+#[derive(Clone, Copy, Debug)]
+enum Exit {
+    /// Not yet (a test, an embedder): everything closes gracefully.
+    NotYet,
+    /// Next: the kubelet's connections are left for the exit to close.
+    Next,
 }
 
 impl Host {

@@ -230,6 +230,23 @@ impl ServedSocket {
     }
 }
 
+impl ServedSocket {
+    /// For a process about to exit: unlinks the path (while it is still
+    /// ours) and leaves the server and its connections as they are, for the
+    /// exit to close. The kubelet then hears nothing until the process is
+    /// gone, instead of answering a graceful close (GOAWAY, a ping's round
+    /// trip) while the process still has its exit to do: on a node short of
+    /// cores the two compete. A call still being answered is cut by the
+    /// exit either way. Registered is false afterwards.
+    pub fn unlink_before_exit(mut self) {
+        drop(self.removal_watcher.take());
+        if self.is_ours() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        self.registered.send_replace(false);
+    }
+}
+
 /// The inode `path` names now, if any.
 pub fn inode(path: &Path) -> Option<u64> {
     std::fs::symlink_metadata(path).ok().map(|m| m.ino())

@@ -101,3 +101,37 @@ async fn stopping_ends_the_retries() {
         .unwrap();
     assert!(outcome.is_none());
 }
+
+#[tokio::test]
+async fn unlinking_before_exit_removes_the_socket_and_leaves_its_connections_to_the_exit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpu.sock");
+    let stop = CancellationToken::new();
+    let (mut server, registered) = server(&stop);
+    let served = server.serve(&path, |_| Routes::default()).await.unwrap();
+    let mut kubelet = tokio::net::UnixStream::connect(&path).await.unwrap();
+    served.registered.send_replace(true);
+
+    served.unlink_before_exit();
+    assert!(!path.exists(), "the socket is gone before the exit");
+    assert!(!*registered.borrow(), "not registered afterwards");
+    UnixStream::connect(&path).expect_err("nothing new connects");
+
+    // The connection made before is still served: an HTTP/2 client's
+    // preface is answered with the server's SETTINGS, not a GOAWAY or EOF.
+    kubelet
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    let mut header = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(10), kubelet.read_exact(&mut header))
+        .await
+        .expect("the server answers")
+        .expect("the connection is still open");
+    assert_eq!(
+        header[3], 0x4,
+        "a SETTINGS frame, got frame type {}",
+        header[3]
+    );
+}

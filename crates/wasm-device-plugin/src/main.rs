@@ -350,9 +350,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // kernel reaps the watches' marks beside the shutdown, and closing the
     // instance then waits an expedited grace period, not a normal one of
     // 10-30 ms (see `wdp_fs_watch::close`). The sockets do not wait for the
-    // watches, nor the watches for the sockets.
+    // watches, nor the watches for the sockets; the kubelet's connections
+    // close with the process.
     let inotify = tokio::task::spawn_blocking(wdp_fs_watch::close);
-    host.shutdown().await;
+    host.shutdown_before_exit().await;
     // Dropping it waits out what is left of the settling time.
     drop(inotify.await);
     Ok(())
