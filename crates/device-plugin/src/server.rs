@@ -132,13 +132,15 @@ impl ServerHandle {
         let _ = self.task.await;
     }
 
-    /// For a process about to exit: the socket goes (and the registration
-    /// socket, where there is one), but the kubelet's connections and their
-    /// streams are left for the exit to close
-    /// ([`ServedSocket::unlink_before_exit`]).
-    pub async fn stop_before_exit(self) {
+    /// Marks it for a process that exits once it stops: when it stops
+    /// (however the stop comes: this handle's [`stop`](Self::stop) or the
+    /// parent token), the socket goes (and the registration socket, where
+    /// there is one), but the kubelet's connections and their streams are
+    /// left for the exit to close
+    /// ([`ServedSocket::unlink_before_exit`]). Call it before the parent
+    /// token is cancelled.
+    pub fn exit_when_stopped(&self) {
         self.exiting.store(true, Ordering::Release);
-        self.stop().await;
     }
 }
 

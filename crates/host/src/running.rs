@@ -34,18 +34,13 @@ impl Running {
         }
     }
 
-    /// As [`stop`](Self::stop), for a process about to exit: a
-    /// device-plugin server's socket goes but its kubelet connections are
-    /// left for the exit to close
-    /// ([`ServerHandle::stop_before_exit`]).
-    pub(crate) async fn stop_before_exit(self) {
-        match self.serving {
-            Serving::DevicePlugin(server) => {
-                self.refresher.abort();
-                self.resource.stop_watching();
-                server.stop_before_exit().await;
-            }
-            serving @ Serving::Dra(_) => Running { serving, ..self }.stop().await,
+    /// Marks it for a process that exits once it stops: a device-plugin
+    /// server's socket then goes at [`stop`](Self::stop) but its kubelet
+    /// connections are left for the exit to close
+    /// ([`ServerHandle::exit_when_stopped`]). A DRA driver stops as ever.
+    pub(crate) fn exit_when_stopped(&self) {
+        if let Serving::DevicePlugin(server) = &self.serving {
+            server.exit_when_stopped();
         }
     }
 

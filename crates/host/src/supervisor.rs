@@ -303,6 +303,14 @@ impl Host {
     }
 
     async fn stop_everything(&self, exit: Exit) {
+        // Marked before the shutdown token stops them.
+        if let Exit::Next = exit {
+            self.running
+                .lock()
+                .await
+                .values()
+                .for_each(Running::exit_when_stopped);
+        }
         self.shutdown.cancel();
         drop(std::mem::take(
             &mut *self.watchers.lock().unwrap_or_else(PoisonError::into_inner),
@@ -313,12 +321,7 @@ impl Host {
         let running = std::mem::take(&mut *self.running.lock().await);
         futures::future::join(
             futures::future::join_all(handovers.into_values().map(Handover::finish)),
-            futures::future::join_all(running.into_values().map(|running| async move {
-                match exit {
-                    Exit::NotYet => running.stop().await,
-                    Exit::Next => running.stop_before_exit().await,
-                }
-            })),
+            futures::future::join_all(running.into_values().map(Running::stop)),
         )
         .await;
         let draining = std::mem::take(&mut *self.draining.lock().await);

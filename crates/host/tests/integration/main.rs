@@ -13,5 +13,6 @@ mod dra_reboot;
 mod guest_threads;
 mod pinned;
 mod serving;
+mod shutdown;
 mod signed;
 mod start_order;
