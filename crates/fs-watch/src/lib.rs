@@ -14,8 +14,9 @@
 //! and its handler is called, on the watcher's thread, with every event
 //! under one of its own paths. Two subscribers may watch the same path:
 //! the kernel watch stays until the last of them lets go. [`close`] ends
-//! all watching at once as a shutdown begins, so that closing the instance
-//! when it ends costs little (see there).
+//! all watching at once as a shutdown begins; the [`Closing`] it returns
+//! removes the watches and closes the instance beside the shutdown, paced
+//! so that the close costs little (see there).
 //!
 //! A handler runs on the watcher's thread and must be quick; it must not
 //! call [`FolderWatch::watch`] or [`FolderWatch::unwatch`], nor drop a
@@ -134,45 +135,82 @@ impl Drop for FolderWatch {
     }
 }
 
-/// Ends all watching: every kernel watch is removed now and no handler is
-/// called again; the inotify instance itself stays open until the returned
-/// [`Closing`] is dropped. For a process about to exit; a later
-/// [`FolderWatch::watch`] makes a new instance.
+/// Ends all watching, in two steps. This call detaches everything at
+/// once, with no system call: no handler is called again, a
+/// [`FolderWatch`] dropped afterwards has nothing left to remove, and a
+/// later [`FolderWatch::watch`] makes a new instance. The kernel watches
+/// and the instance itself go when the returned [`Closing`] finishes. For
+/// a process about to exit: call this as the shutdown begins and finish
+/// the [`Closing`] beside the shutdown (on its own thread), so that the
+/// shutdown's own watch drops remove nothing themselves.
 ///
-/// Why two steps, and why the watches go one at a time: closing an
-/// instance waits for the kernel's fsnotify mark reaper, which waits for
-/// an SRCU grace period. An expedited one takes tens of microseconds; a
-/// normal one, which the kernel uses when another grace period of the same
-/// SRCU domain is running or ended less than 25 µs before, takes 10-30 ms
+/// Why the watches go one at a time, from one place: closing an instance
+/// waits for the kernel's fsnotify mark reaper, which waits for an SRCU
+/// grace period. An expedited one takes tens of microseconds; a normal
+/// one, which the kernel uses when another grace period of the same SRCU
+/// domain is running or ended less than 25 µs before, takes 10-30 ms
 /// (several jiffies). Removing a folder's last watch also frees its
 /// connector in a kernel worker that starts its own grace period at once.
-/// Watches removed back to back, or the instance closed right after them,
-/// ask for grace periods while those are running: the close then waits a
-/// normal one. So each watch is removed [`REMOVAL_SPACING`] after the one
-/// before (each connector's grace period ends in between, even with one
-/// core busy), and dropping the [`Closing`] closes the instance no sooner
-/// than [`CLOSE_SETTLE`] after the last removal. Call this as a shutdown
-/// begins and drop the [`Closing`] when it ends: a shutdown's own work
-/// usually covers the settling time; it may run on its own thread beside
-/// that work, which then does not wait for it. (A recursive watch's folders
-/// go in one burst: the `notify` crate removes them together.) A
-/// [`FolderWatch::watch`] made while this runs makes a new instance.
+/// Watches removed back to back (the shutdown's drops racing the close's
+/// removals did just that), or the instance closed right after them, ask
+/// for grace periods while those are running: the exit then waits a
+/// normal one. So [`Closing::finish`] removes each watch
+/// [`REMOVAL_SPACING`] after the one before (each connector's grace period
+/// ends in between, even with one core busy) and closes the instance
+/// [`CLOSE_SETTLE`] after the last removal. (A recursive watch's folders
+/// go in one burst: the `notify` crate removes them together.)
 pub fn close() -> Closing {
     let hub = hub();
-    let (users, mut watcher) = {
-        let mut kernel = hub.kernel();
-        // Out of the subscribers first: no handler is called from here on.
-        for subscriber in hub.subscribers_mut().values_mut() {
-            subscriber.paths.clear();
-        }
-        (std::mem::take(&mut kernel.users), kernel.watcher.take())
-    };
-    // The watches go without the lock held: a subscriber dropped meanwhile
-    // (a shutdown running beside this) finds nothing left to remove and
-    // does not wait for the removals' spacing.
-    let mut last_removal = None;
-    if let Some(watcher) = watcher.as_mut() {
-        for path in users.keys() {
+    let mut kernel = hub.kernel();
+    // Out of the subscribers: no handler is called from here on, and a
+    // subscriber dropped from here on has no path to release.
+    for subscriber in hub.subscribers_mut().values_mut() {
+        subscriber.paths.clear();
+    }
+    let users = std::mem::take(&mut kernel.users);
+    Closing {
+        watcher: kernel.watcher.take(),
+        paths: users.into_keys().collect(),
+    }
+}
+
+/// Time between two watch removals in [`Closing::finish`]: longer than a kernel
+/// worker's start and an expedited SRCU grace period, with the 25 µs after
+/// it in which the next would be a normal one.
+pub const REMOVAL_SPACING: Duration = Duration::from_micros(200);
+
+/// How long after the last watch removal [`Closing::finish`] closes the instance
+/// at the soonest: the connectors' grace periods have ended, so the close's
+/// own is an expedited one. Twice [`REMOVAL_SPACING`], which covers the
+/// same wait between removals (docs/performance.md has the reproducer's
+/// counts, idle and with both cores busy).
+pub const CLOSE_SETTLE: Duration = Duration::from_micros(400);
+
+/// The process's inotify instance after [`close`], its watches still in
+/// the kernel but no longer delivered; [`finish`](Closing::finish) (or
+/// dropping it) removes them, spaced, and closes the instance.
+#[must_use = "finish it beside the shutdown: dropping it at once blocks for the spaced removals"]
+pub struct Closing {
+    watcher: Option<RecommendedWatcher>,
+    paths: Vec<PathBuf>,
+}
+
+impl Closing {
+    /// Removes the watches [`REMOVAL_SPACING`] apart, then closes the
+    /// instance [`CLOSE_SETTLE`] after the last: about 200 µs per watch
+    /// beyond the first, and 400 µs. Blocks the thread meanwhile.
+    pub fn finish(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        let Some(mut watcher) = self.watcher.take() else {
+            return;
+        };
+        let mut last_removal: Option<Instant> = None;
+        for path in &self.paths {
             if last_removal.is_some() {
                 std::thread::sleep(REMOVAL_SPACING);
             }
@@ -180,41 +218,11 @@ pub fn close() -> Closing {
             let _ = watcher.unwatch(path);
             last_removal = Some(Instant::now());
         }
-    }
-    Closing {
-        watcher,
-        last_removal,
-    }
-}
-
-/// Time between two watch removals in [`close`]: longer than a kernel
-/// worker's start and an expedited SRCU grace period, with the 25 µs after
-/// it in which the next would be a normal one.
-pub const REMOVAL_SPACING: Duration = Duration::from_micros(200);
-
-/// How long after the last watch removal [`Closing`] closes the instance
-/// at the soonest: the connectors' grace periods have ended, so the close's
-/// own is an expedited one. Twice [`REMOVAL_SPACING`], which covers the
-/// same wait between removals (docs/performance.md has the reproducer's
-/// counts, idle and with both cores busy).
-pub const CLOSE_SETTLE: Duration = Duration::from_micros(400);
-
-/// The process's inotify instance after [`close`], with no watches left;
-/// dropping it closes the instance (no sooner than [`CLOSE_SETTLE`] after
-/// the last watch went).
-#[must_use = "dropping it at once closes the inotify instance with the watches' marks still being reaped"]
-pub struct Closing {
-    watcher: Option<RecommendedWatcher>,
-    last_removal: Option<Instant>,
-}
-
-impl Drop for Closing {
-    fn drop(&mut self) {
-        if let Some(removed) = self.last_removal {
+        if let Some(removed) = last_removal {
             std::thread::sleep(CLOSE_SETTLE.saturating_sub(removed.elapsed()));
         }
         // The watcher's thread closes the instance once it is dropped.
-        drop(self.watcher.take());
+        drop(watcher);
     }
 }
 
@@ -222,6 +230,7 @@ impl std::fmt::Debug for Closing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Closing")
             .field("open", &self.watcher.is_some())
+            .field("watches", &self.paths.len())
             .finish()
     }
 }

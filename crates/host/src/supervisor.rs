@@ -285,9 +285,9 @@ impl Host {
     /// Stops every resource, all at once: streams end, sockets go.
     ///
     /// The folder watches go first, so that nothing reacts to the sockets
-    /// this removes. (A process about to exit also runs
-    /// [`wdp_fs_watch::close`] beside this and drops what it returns
-    /// after: the kernel reaps the removed watches beside the shutdown.)
+    /// this removes. (A process about to exit calls [`wdp_fs_watch::close`]
+    /// before this and finishes what it returns beside it: the watches'
+    /// kernel marks are removed and reaped beside the shutdown.)
     pub async fn shutdown(&self) {
         self.stop_everything(Exit::NotYet).await;
     }

@@ -344,18 +344,18 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("running; SIGTERM or SIGINT stops");
     wait_for_signal().await?;
     tracing::info!("stopping");
-    // The inotify watches go on a blocking thread (spaced a few hundred
-    // microseconds apart, each a round trip to the watcher's thread) while
-    // the shutdown removes the sockets, and the instance closes last: the
-    // kernel reaps the watches' marks beside the shutdown, and closing the
-    // instance then waits an expedited grace period, not a normal one of
-    // 10-30 ms (see `wdp_fs_watch::close`). The sockets do not wait for the
-    // watches, nor the watches for the sockets; the kubelet's connections
-    // close with the process.
-    let inotify = tokio::task::spawn_blocking(wdp_fs_watch::close);
+    // Every folder watch is detached first (no handler runs again, and the
+    // shutdown's own watch drops remove nothing); the kernel watches then
+    // go on a blocking thread, a few hundred microseconds apart, while the
+    // shutdown removes the sockets, and the instance closes last: closing
+    // it then waits an expedited grace period, not a normal one of 10-30 ms
+    // (see `wdp_fs_watch::close`). The sockets do not wait for the watches,
+    // nor the watches for the sockets; the kubelet's connections close with
+    // the process.
+    let inotify = wdp_fs_watch::close();
+    let inotify = tokio::task::spawn_blocking(move || inotify.finish());
     host.shutdown_before_exit().await;
-    // Dropping it waits out what is left of the settling time.
-    drop(inotify.await);
+    let _ = inotify.await;
     Ok(())
 }
 

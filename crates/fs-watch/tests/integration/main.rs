@@ -37,7 +37,7 @@ fn inotify_watches() -> usize {
 }
 
 #[test]
-fn close_removes_every_watch_at_once_and_the_instance_when_dropped() {
+fn close_stops_every_handler_at_once_and_finishing_removes_the_watches_and_the_instance() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let tmp = tempfile::tempdir().unwrap();
     let (a_dir, b_dir) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -56,14 +56,15 @@ fn close_removes_every_watch_at_once_and_the_instance_when_dropped() {
     assert_eq!(inotify_watch_counts(), [3]);
 
     let closing = wdp_fs_watch::close();
+    std::fs::write(a_dir.join("after-close"), b"").unwrap();
+    drop(b);
     assert_eq!(
         inotify_watch_counts(),
-        [0],
-        "the instance stays open, with no watch left"
+        [3],
+        "the watches stay until the close finishes, even a dropped subscriber's"
     );
-    std::fs::write(a_dir.join("after-close"), b"").unwrap();
-    drop(closing);
-    // The watcher's thread closes the instance after the drop returns.
+    closing.finish();
+    // The watcher's thread closes the instance after finish returns.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !inotify_watch_counts().is_empty() && std::time::Instant::now() < deadline {
         std::thread::yield_now();
@@ -91,13 +92,14 @@ fn close_removes_every_watch_at_once_and_the_instance_when_dropped() {
         !heard.iter().any(|p| p.ends_with("after-close")),
         "a handler was called after close: {heard:?}"
     );
-    drop((a, b));
+    drop(a);
 }
 
-/// A shutdown drops its watches while `close` runs beside it on another
-/// thread: a drop returns at once, not after `close`'s spaced removals.
+/// A shutdown drops its watches while the close finishes beside it on
+/// another thread: a drop removes nothing itself (the close removes every
+/// watch, spaced) and returns at once, not after the spaced removals.
 #[test]
-fn a_watch_dropped_while_close_runs_does_not_wait_for_its_removals() {
+fn a_watch_dropped_while_the_close_finishes_leaves_its_removal_to_the_close() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     const FOLDERS: usize = 60;
     let tmp = tempfile::tempdir().unwrap();
@@ -113,19 +115,27 @@ fn a_watch_dropped_while_close_runs_does_not_wait_for_its_removals() {
     own.watch(&own_dir, RecursiveMode::NonRecursive).unwrap();
     assert_eq!(inotify_watches(), FOLDERS + 1);
 
+    let closing = wdp_fs_watch::close();
+    let own_removal = std::thread::spawn(move || drop(own));
+    own_removal.join().unwrap();
+    assert_eq!(
+        inotify_watches(),
+        FOLDERS + 1,
+        "a drop after close removed a watch itself"
+    );
+
     // 61 removals at least 200 µs apart: 12 ms or more.
-    let closing = std::thread::spawn(wdp_fs_watch::close);
+    let finishing = std::thread::spawn(move || closing.finish());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while inotify_watches() > FOLDERS && std::time::Instant::now() < deadline {
         std::thread::yield_now();
     }
-    drop(own);
+    drop(many);
     let left = inotify_watches();
     assert!(
         left > 1,
-        "the drop waited until close had removed all but {left} watches"
+        "the drop waited until the close had removed all but {left} watches"
     );
-    drop(closing.join().unwrap());
+    finishing.join().unwrap();
     assert_eq!(inotify_watches(), 0);
-    drop(many);
 }
