@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
 use wdp_kubelet_api::v1beta1::device_plugin_server::DevicePluginServer;
 
@@ -206,10 +207,12 @@ impl Supervisor {
             let resource = self.resource.clone();
             let metrics = self.metrics.clone();
             let retiring = self.retiring.clone();
+            let calls = TaskTracker::new();
             let routes = |server_stop| {
                 Routes::new(DevicePluginServer::new(
                     DevicePluginService::new(resource, metrics, server_stop)
-                        .with_retiring(retiring),
+                        .with_retiring(retiring)
+                        .with_calls(calls.clone()),
                 ))
             };
             let Some(served) = server.serve(&path, routes).await else {
@@ -233,6 +236,14 @@ impl Supervisor {
             }
             if closing == Closing::Stop && self.exiting.load(Ordering::Acquire) {
                 served.unlink_before_exit();
+                // Calls being answered finish first (each bounded by its
+                // guest's deadline); the kubelet's connections then close
+                // with the process.
+                calls.close();
+                if !calls.is_empty() {
+                    tracing::info!(resource = %self.name, calls = calls.len(), "socket removed; answering the calls in progress before the exit");
+                }
+                calls.wait().await;
                 tracing::info!(resource = %self.name, "socket removed; the exit closes the kubelet's connections");
                 return;
             }

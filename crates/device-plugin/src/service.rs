@@ -9,6 +9,7 @@ use std::time::Instant;
 use futures::Stream;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
 use wdp_kubelet_api::v1beta1::{
     AllocateRequest, AllocateResponse, ContainerPreferredAllocationResponse, DevicePluginOptions,
@@ -33,6 +34,8 @@ pub struct DevicePluginService {
     stop: CancellationToken,
     /// `true` while the resource is handed over to DRA: no device offered.
     retiring: watch::Receiver<bool>,
+    /// Holds a token for each call being answered (not `ListAndWatch`).
+    calls: TaskTracker,
 }
 
 impl DevicePluginService {
@@ -48,7 +51,16 @@ impl DevicePluginService {
             metrics,
             stop,
             retiring: watch::Sender::new(false).subscribe(),
+            calls: TaskTracker::new(),
         }
+    }
+
+    /// The same service, counting each call being answered (every RPC but
+    /// `ListAndWatch`) in `calls`: a server about to be left to the
+    /// process's exit waits for them.
+    pub fn with_calls(mut self, calls: TaskTracker) -> Self {
+        self.calls = calls;
+        self
     }
 
     /// The same service, offering no device while `retiring` is `true`
@@ -107,6 +119,7 @@ impl DevicePlugin for DevicePluginService {
         &self,
         _request: Request<Empty>,
     ) -> Result<Response<DevicePluginOptions>, Status> {
+        let _call = self.calls.token();
         Ok(Response::new(plugin_options(&self.resource)))
     }
 
@@ -171,6 +184,7 @@ impl DevicePlugin for DevicePluginService {
         &self,
         request: Request<PreferredAllocationRequest>,
     ) -> Result<Response<PreferredAllocationResponse>, Status> {
+        let _call = self.calls.token();
         let started = Instant::now();
         let result = async {
             self.refuse_if_retiring()?;
@@ -201,6 +215,7 @@ impl DevicePlugin for DevicePluginService {
         &self,
         request: Request<AllocateRequest>,
     ) -> Result<Response<AllocateResponse>, Status> {
+        let _call = self.calls.token();
         let started = Instant::now();
         let result = async {
             self.refuse_if_retiring()?;
@@ -230,6 +245,7 @@ impl DevicePlugin for DevicePluginService {
         &self,
         request: Request<PreStartContainerRequest>,
     ) -> Result<Response<PreStartContainerResponse>, Status> {
+        let _call = self.calls.token();
         let started = Instant::now();
         let request = request.into_inner();
         let result = self

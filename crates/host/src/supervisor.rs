@@ -293,9 +293,10 @@ impl Host {
     }
 
     /// As [`shutdown`](Self::shutdown), for a process that exits as soon as
-    /// it returns: device-plugin sockets are removed but the kubelet's
-    /// connections to them are left for the exit to close, so the kubelet
-    /// reacts once the process is gone rather than beside its exit (see
+    /// it returns: device-plugin sockets are removed and the calls in
+    /// progress answered, but the kubelet's connections to them are left
+    /// for the exit to close, so the kubelet reacts once the process is
+    /// gone rather than beside its exit (see
     /// `wdp_kubelet_socket::ServedSocket::unlink_before_exit`). DRA drivers
     /// stop as in `shutdown`.
     pub async fn shutdown_before_exit(&self) {

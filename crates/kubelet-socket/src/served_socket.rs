@@ -236,8 +236,10 @@ impl ServedSocket {
     /// exit to close. The kubelet then hears nothing until the process is
     /// gone, instead of answering a graceful close (GOAWAY, a ping's round
     /// trip) while the process still has its exit to do: on a node short of
-    /// cores the two compete. A call still being answered is cut by the
-    /// exit either way. Registered is false afterwards.
+    /// cores the two compete. The server goes on answering until the exit:
+    /// a caller that wants the calls in progress answered waits for them
+    /// after this (the device-plugin server does). Registered is false
+    /// afterwards.
     pub fn unlink_before_exit(mut self) {
         drop(self.removal_watcher.take());
         if self.is_ours() {

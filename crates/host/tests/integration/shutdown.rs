@@ -1,15 +1,18 @@
 //! How a shutdown leaves the kubelet: a shutdown ends the kubelet's
 //! connections gracefully; a shutdown before the process exits removes the
-//! sockets and leaves those connections for the exit to close.
+//! sockets, answers the calls in progress and leaves the connections for
+//! the exit to close.
 
 use wdp_host::Host;
+use wdp_kubelet_api::v1beta1::{ContainerPreferredAllocationRequest, PreferredAllocationRequest};
 
-use crate::common::{WAIT, World, allocate_one};
+use crate::common::{WAIT, World, allocate_one, sample, wait_metrics};
 
 const ACC: &str = "example.com/acc";
 
-/// Two plain device nodes under `/dev`, one resource of them.
-fn acc_world() -> World {
+/// Two plain device nodes under `/dev`, one resource of them with `hooks`
+/// appended.
+fn acc_world(hooks: &str) -> World {
     let world = World::new(None);
     for i in 0..2 {
         world.write_host(&format!("/dev/acc{i}"), "");
@@ -20,7 +23,7 @@ fn acc_world() -> World {
     );
     world.write_config(
         "acc.toml",
-        &format!("version = 1\nresource = \"{ACC}\"\n[[nodes]]\npath = \"/dev/acc*\"\n"),
+        &format!("version = 1\nresource = \"{ACC}\"\n[[nodes]]\npath = \"/dev/acc*\"\n{hooks}"),
     );
     world
 }
@@ -29,7 +32,7 @@ fn acc_world() -> World {
 /// to the resource's socket; whether an Allocate on that connection is
 /// answered afterwards (the socket is gone either way).
 async fn allocate_after(shutdown: impl AsyncFnOnce(&Host)) -> Result<(), tonic::Status> {
-    let world = acc_world();
+    let world = acc_world("");
     let kubelet = world.kubelet().await;
     let host = world.start().await;
     let record = kubelet.wait_registered(ACC, 1, WAIT).await.unwrap();
@@ -55,4 +58,56 @@ async fn a_shutdown_closes_the_kubelets_connections() {
 async fn a_shutdown_before_exit_leaves_the_kubelets_connections_to_the_exit() {
     let answer = allocate_after(async |host| host.shutdown_before_exit().await).await;
     answer.expect("the connection made before is still answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_before_exit_answers_the_calls_in_progress_first() {
+    // A preferred-allocation guest that spins until its 1 s deadline; the
+    // built-in policy answers then.
+    let world = acc_world(
+        "[hooks.preferred-allocation]\nguest = \"guests/loop.wasm\"\ntimeout-ms = 1000\non-error = \"builtin\"\n",
+    );
+    world.install_guest(wdp_guest_artifacts::HOSTILE_INFINITE_LOOP, "loop.wasm");
+    let kubelet = world.kubelet().await;
+    let host = world.start().await;
+    kubelet.wait_registered(ACC, 1, WAIT).await.unwrap();
+    let mut client = kubelet.client(ACC).await.unwrap();
+    let call = tokio::spawn(async move {
+        client
+            .get_preferred_allocation(PreferredAllocationRequest {
+                container_requests: vec![ContainerPreferredAllocationRequest {
+                    available_device_i_ds: vec!["acc0".into(), "acc1".into()],
+                    must_include_device_i_ds: Vec::new(),
+                    allocation_size: 1,
+                }],
+            })
+            .await
+    });
+    let in_flight = |m: &str| {
+        sample(
+            m,
+            "wasm_device_plugin_guest_calls_in_flight",
+            &[("hook", "preferred-allocation")],
+        )
+    };
+    wait_metrics(&host, "the preferred-allocation call to spin", |m| {
+        in_flight(m) >= 1.0
+    })
+    .await;
+
+    host.shutdown_before_exit().await;
+    assert_eq!(
+        in_flight(&host.metrics().encode()),
+        0.0,
+        "the shutdown returned while the call was still being answered"
+    );
+    let answer = tokio::time::timeout(WAIT, call)
+        .await
+        .expect("the call is answered")
+        .unwrap()
+        .expect("the built-in policy answers after the guest's deadline");
+    assert_eq!(
+        answer.into_inner().container_responses[0].device_i_ds.len(),
+        1
+    );
 }
