@@ -228,9 +228,7 @@ impl ServedSocket {
         }
         self.registered.send_replace(false);
     }
-}
 
-impl ServedSocket {
     /// For a process about to exit: unlinks the path (while it is still
     /// ours) and leaves the server and its connections as they are, for the
     /// exit to close. The kubelet then hears nothing until the process is
