@@ -13,7 +13,8 @@
 //! The modules: `options` says where the host reads and serves
 //! ([`HostOptions`]); `preflight` checks those folders; `supervisor` runs
 //! the whole ([`Host`], with `launching` putting a resource in service,
-//! `running` the served resources and `watch` the folder watchers); `reload` plans a live reload ([`ReloadSummary`])
+//! `running` the served resources, `watch` the folder watchers and
+//! `shutdown` stopping everything); `reload` plans a live reload ([`ReloadSummary`])
 //! before the supervisor applies it; [`config_sets`] says which
 //! configuration set the node's label names and records the one applied,
 //! `set_follower` follows the label and switches the set live;
@@ -39,6 +40,7 @@ mod preflight;
 mod reload;
 mod running;
 mod set_follower;
+mod shutdown;
 mod supervisor;
 mod switch_record;
 mod switching;

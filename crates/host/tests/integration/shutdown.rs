@@ -6,26 +6,13 @@
 use wdp_host::Host;
 use wdp_kubelet_api::v1beta1::{ContainerPreferredAllocationRequest, PreferredAllocationRequest};
 
-use crate::common::{WAIT, World, allocate_one, sample, wait_metrics};
+use crate::common::{WAIT, World, allocate_one, nodes_world, sample, wait_metrics};
 
 const ACC: &str = "example.com/acc";
 
-/// Two plain device nodes under `/dev`, one resource of them with `hooks`
-/// appended.
+/// Two plain device nodes and one resource of them with `hooks`.
 fn acc_world(hooks: &str) -> World {
-    let world = World::new(None);
-    for i in 0..2 {
-        world.write_host(&format!("/dev/acc{i}"), "");
-    }
-    world.write_config(
-        "host.toml",
-        "version = 1\npoll-interval-ms = 60000\nreload-debounce-ms = 20\n",
-    );
-    world.write_config(
-        "acc.toml",
-        &format!("version = 1\nresource = \"{ACC}\"\n[[nodes]]\npath = \"/dev/acc*\"\n{hooks}"),
-    );
-    world
+    nodes_world(ACC, 2, hooks)
 }
 
 /// Shuts `host` down with `shutdown` while the kubelet holds a connection

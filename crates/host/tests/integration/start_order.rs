@@ -5,26 +5,13 @@
 
 use wdp_host::{Host, Metrics};
 
-use crate::common::{WAIT, World};
+use crate::common::{WAIT, World, nodes_world};
 
 const ACC: &str = "example.com/acc";
 
-/// Eight plain device nodes under `/dev` (no NUMA node in the root) and
-/// one resource of them with `hooks` appended.
+/// Eight plain device nodes and one resource of them with `hooks`.
 fn acc_world(hooks: &str) -> World {
-    let world = World::new(None);
-    for i in 0..8 {
-        world.write_host(&format!("/dev/acc{i}"), "");
-    }
-    world.write_config(
-        "host.toml",
-        "version = 1\npoll-interval-ms = 60000\nreload-debounce-ms = 20\n",
-    );
-    world.write_config(
-        "acc.toml",
-        &format!("version = 1\nresource = \"{ACC}\"\n[[nodes]]\npath = \"/dev/acc*\"\n{hooks}"),
-    );
-    world
+    nodes_world(ACC, 8, hooks)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

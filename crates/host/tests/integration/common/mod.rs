@@ -27,6 +27,27 @@ pub fn allocate_one(id: &str) -> AllocateRequest {
     }
 }
 
+/// A world of `nodes` plain device nodes `/dev/acc0…` (no NUMA node in
+/// the root) and one resource `resource` of them with `hooks` appended;
+/// polls a minute apart.
+pub fn nodes_world(resource: &str, nodes: usize, hooks: &str) -> World {
+    let world = World::new(None);
+    for i in 0..nodes {
+        world.write_host(&format!("/dev/acc{i}"), "");
+    }
+    world.write_config(
+        "host.toml",
+        "version = 1\npoll-interval-ms = 60000\nreload-debounce-ms = 20\n",
+    );
+    world.write_config(
+        "acc.toml",
+        &format!(
+            "version = 1\nresource = \"{resource}\"\n[[nodes]]\npath = \"/dev/acc*\"\n{hooks}"
+        ),
+    );
+    world
+}
+
 /// A scratch world: host root, config dir and device-plugin folder.
 pub struct World {
     pub tmp: TempDir,
