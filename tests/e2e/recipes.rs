@@ -218,12 +218,13 @@ async fn nvidia_recipe_gives_a_container_its_gpus_control_nodes_and_index_list()
     );
 }
 
-/// The recorded H100 VM (`wasm-device-plugin record`), unpacked, with the
-/// nodes the recording lacks added as fixture nodes.
+/// The recorded H100 VM (`wasm-device-plugin record`, kept in
+/// `tests/fixtures/real-nodes/`), unpacked, with the nodes the recording
+/// lacks added as fixture nodes.
 fn h100_world() -> World {
     let world = World::new();
     let tarball = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/real-nodes/h100-vm.tgz");
+        .join("../../tests/fixtures/real-nodes/h100-vm.tgz");
     assert!(tarball.exists(), "{} is missing", tarball.display());
     let status = std::process::Command::new("tar")
         .arg("xzf")
