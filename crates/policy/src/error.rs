@@ -30,7 +30,10 @@ pub enum PolicyError {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The guest file could not be read.
-    #[error("guest {path}: cannot read the file: {source}")]
+    #[error(
+        "guest {path}: cannot read the file: {}",
+        crate::regular_file::io_words(source)
+    )]
     Read {
         /// The file.
         path: PathBuf,

@@ -60,6 +60,7 @@ mod engine;
 pub mod error;
 mod exports;
 mod guest;
+mod key_kind;
 mod hook;
 mod imports;
 mod indexed;
@@ -91,7 +92,7 @@ pub use guest::Guest;
 pub use hook::{Hook, UnknownHook};
 pub use indexed::PreferredAnswer;
 pub use observer::{CallEvent, CallObserver};
-pub use regular_file::{RegularFileError, read_regular_file};
+pub use regular_file::{RegularFileError, io_words, read_regular_file};
 pub use services::{HostServices, NoHardware};
 pub use trim::{release_free_memory, release_unused_code_pages};
 pub use types::{

@@ -12,7 +12,7 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum RegularFileError {
     /// It could not be examined, opened or read.
-    #[error(transparent)]
+    #[error("{}", io_words(.0))]
     Io(#[from] std::io::Error),
     /// It is something else: a FIFO, a device, a directory, a socket.
     #[error("{kind}, not a regular file")]
@@ -26,6 +26,20 @@ pub enum RegularFileError {
         /// The cap in bytes.
         limit: u64,
     },
+}
+
+/// An I/O error in words, without the OS's error number: `it does not
+/// exist` for a missing file (the path is named by the message around it),
+/// else the OS's words (`Permission denied`).
+pub fn io_words(error: &std::io::Error) -> String {
+    if error.kind() == std::io::ErrorKind::NotFound {
+        return "it does not exist".to_owned();
+    }
+    let text = error.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_owned(),
+        _ => text,
+    }
 }
 
 /// Reads `path` (symlinks followed) when it is a regular file of at most

@@ -25,6 +25,7 @@ use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePublicKey};
 use sha2::{Digest, Sha256};
 
+use crate::key_kind;
 use crate::regular_file::read_regular_file;
 
 /// The largest signature or key file read (a DER P-256 signature is at most
@@ -70,7 +71,10 @@ pub enum SignatureError {
         detail: String,
     },
     /// The guest has no signature file.
-    #[error("guest {guest}: not signed: {signature} does not exist (keys tried: {keys})")]
+    #[error(
+        "guest {guest}: not signed: no {} beside it (keys tried: {keys})",
+        file_name(signature)
+    )]
     Unsigned {
         /// The guest file.
         guest: PathBuf,
@@ -81,7 +85,8 @@ pub enum SignatureError {
     },
     /// The signature file holds no DER ECDSA signature in either encoding.
     #[error(
-        "guest {guest}: {signature} is not an ECDSA signature (base64 or raw ASN.1 DER) (keys tried: {keys})"
+        "guest {guest}: {} is not an ECDSA signature (base64 or raw ASN.1 DER) (keys tried: {keys})",
+        file_name(signature)
     )]
     Malformed {
         /// The guest file.
@@ -94,8 +99,9 @@ pub enum SignatureError {
     /// No trusted key verifies the signature over the guest's bytes: a
     /// wrong key, or a guest or signature changed after signing.
     #[error(
-        "guest {guest}: the signature in {signature} does not verify with any trusted key \
-         (keys tried: {keys}); the guest was changed after signing or signed by another key"
+        "guest {guest}: the signature in {} does not verify with any trusted key \
+         (keys tried: {keys}); the guest was changed after signing or signed by another key",
+        file_name(signature)
     )]
     Untrusted {
         /// The guest file.
@@ -123,7 +129,7 @@ impl TrustedKey {
         let key =
             VerifyingKey::from_public_key_pem(&text).map_err(|e| SignatureError::PublicKey {
                 path: file.to_owned(),
-                detail: e.to_string(),
+                detail: key_kind::mismatch(&bytes, "PUBLIC KEY").unwrap_or_else(|| e.to_string()),
             })?;
         Ok(Self::new(file.to_owned(), key))
     }
@@ -281,7 +287,7 @@ impl GuestSigningKey {
             })
             .map_err(|detail| SignatureError::PrivateKey {
                 path: file.to_owned(),
-                detail,
+                detail: key_kind::mismatch(&bytes, "PRIVATE KEY").unwrap_or(detail),
             })?;
         let public = TrustedKey::new(file.to_owned(), *key.verifying_key());
         Ok(Self { key, public })
@@ -329,6 +335,14 @@ fn read_small(path: &Path) -> Result<Vec<u8>, SignatureError> {
         path: path.to_owned(),
         source,
     })
+}
+
+/// A signature file's name: it lies beside the guest the message names.
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    )
 }
 
 fn hex(bytes: &[u8]) -> String {

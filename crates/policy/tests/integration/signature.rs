@@ -211,3 +211,75 @@ fn a_key_that_is_not_a_p256_public_key_is_refused_by_file() {
         .to_string();
     assert!(error.contains("rsa.pub"), "{error}");
 }
+
+#[test]
+fn a_refused_key_is_named_for_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    // (openssl genpkey arguments, what the refusal names)
+    let keys: [(&str, &[&str], &str); 4] = [
+        (
+            "p384",
+            &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384"],
+            "ECDSA P-384 (secp384r1) key",
+        ),
+        (
+            "k256",
+            &[
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:secp256k1",
+            ],
+            "ECDSA secp256k1 key",
+        ),
+        ("rsa", &["-algorithm", "RSA"], "an RSA key"),
+        ("ed25519", &["-algorithm", "ED25519"], "an Ed25519 key"),
+    ];
+    for (name, args, named) in keys {
+        let (private, public) = (format!("{name}.pem"), format!("{name}.pub"));
+        let mut genpkey = vec!["genpkey"];
+        genpkey.extend_from_slice(args);
+        genpkey.extend(["-out", private.as_str()]);
+        openssl(dir.path(), &genpkey);
+        openssl(
+            dir.path(),
+            &["pkey", "-in", &private, "-pubout", "-out", &public],
+        );
+        let errors = [
+            TrustedKey::read(&dir.path().join(&public))
+                .unwrap_err()
+                .to_string(),
+            GuestSigningKey::read(&dir.path().join(&private))
+                .unwrap_err()
+                .to_string(),
+        ];
+        for error in errors {
+            assert!(error.contains(named), "{name}: {error}");
+            // Not the identifiers the parser expected: P-256's, id-ecPublicKey.
+            for expected in ["1.2.840.10045.3.1.7", "1.2.840.10045.2.1", "ecPublicKey"] {
+                assert!(!error.contains(expected), "{name}: {error}");
+            }
+        }
+    }
+    // A SEC1 key on another curve (BEGIN EC PRIVATE KEY).
+    openssl(
+        dir.path(),
+        &[
+            "ecparam",
+            "-name",
+            "secp384r1",
+            "-genkey",
+            "-noout",
+            "-out",
+            "sec1.pem",
+        ],
+    );
+    let error = GuestSigningKey::read(&dir.path().join("sec1.pem"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("ECDSA P-384 (secp384r1) key"), "{error}");
+    // A P-256 private key where the public one belongs says so.
+    let (private, _) = key_pair(dir.path(), "release");
+    let error = TrustedKey::read(&private).unwrap_err().to_string();
+    assert!(error.contains("it is a private key"), "{error}");
+}
