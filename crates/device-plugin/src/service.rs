@@ -4,9 +4,9 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -17,7 +17,7 @@ use wdp_kubelet_api::v1beta1::{
     PreferredAllocationRequest, PreferredAllocationResponse, device_plugin_server::DevicePlugin,
 };
 
-use wdp_resource::Resource;
+use wdp_resource::{DeviceSet, Resource, SharedDeviceSet};
 
 use crate::metrics::DevicePluginMetrics;
 use crate::wire::{
@@ -36,7 +36,34 @@ pub struct DevicePluginService {
     retiring: watch::Receiver<bool>,
     /// Holds a token for each call being answered (not `ListAndWatch`).
     calls: TaskTracker,
+    /// The device list the kubelet was last handed on a `ListAndWatch`
+    /// stream (`None` while no stream is open).
+    shown: Arc<watch::Sender<Option<Shown>>>,
 }
+
+/// A device list as a `ListAndWatch` message shows it.
+#[derive(Clone)]
+struct Shown {
+    set: SharedDeviceSet,
+    retiring: bool,
+}
+
+impl Shown {
+    /// Whether the list shows device `id` `Healthy`.
+    fn offers(&self, id: &str) -> bool {
+        !self.retiring && offers(&self.set, id)
+    }
+}
+
+/// Whether `set` offers device `id` (known, healthy, not withheld).
+fn offers(set: &DeviceSet, id: &str) -> bool {
+    set.position(id)
+        .is_some_and(|i| set.offers(&set.devices()[i]))
+}
+
+/// How long a refusal waits at most for the kubelet to be handed the
+/// device list that explains it (a stream the kubelet does not read).
+pub const KUBELET_TOLD_WAIT: Duration = Duration::from_secs(2);
 
 impl DevicePluginService {
     /// The service of `resource`, counted in `metrics`, ending its
@@ -52,6 +79,7 @@ impl DevicePluginService {
             stop,
             retiring: watch::Sender::new(false).subscribe(),
             calls: TaskTracker::new(),
+            shown: Arc::new(watch::Sender::new(None)),
         }
     }
 
@@ -79,6 +107,31 @@ impl DevicePluginService {
             )));
         }
         Ok(())
+    }
+
+    /// After a refusal of devices `ids`: when the kubelet was last shown
+    /// one of them `Healthy` that is not offered now (gone, unhealthy,
+    /// withheld), waits (at most [`KUBELET_TOLD_WAIT`]) until its
+    /// `ListAndWatch` stream has been handed the list that says so, so
+    /// the kubelet hears why no later than the refusal.
+    async fn tell_kubelet_first<'a>(&self, ids: impl Iterator<Item = &'a String> + Clone) {
+        let now = Shown {
+            set: self.resource.devices(),
+            retiring: *self.retiring.borrow(),
+        };
+        let stale = |shown: &Option<Shown>| {
+            shown
+                .as_ref()
+                .is_some_and(|shown| ids.clone().any(|id| shown.offers(id) && !now.offers(id)))
+        };
+        let mut shown = self.shown.subscribe();
+        if !stale(&*shown.borrow_and_update()) {
+            return;
+        }
+        let told = tokio::time::timeout(KUBELET_TOLD_WAIT, shown.wait_for(|s| !stale(s))).await;
+        if told.is_err() {
+            tracing::debug!(resource = %self.resource.name(), "the kubelet's ListAndWatch stream was not handed the latest device list in time; refusing anyway");
+        }
     }
 
     fn finish<T>(
@@ -147,11 +200,20 @@ impl DevicePlugin for DevicePluginService {
             true => retiring_device_list(set),
             false => device_list(set),
         };
-        let first = list(&updates.borrow_and_update(), *retiring.borrow_and_update());
+        let shown = |set: &SharedDeviceSet, retiring: bool| Shown {
+            set: set.clone(),
+            retiring,
+        };
+        let (set, is_retiring) = (
+            updates.borrow_and_update().clone(),
+            *retiring.borrow_and_update(),
+        );
+        let first = (list(&set, is_retiring), shown(&set, is_retiring));
+        let handed = self.shown.clone();
         tokio::spawn(async move {
             let gauge = metrics.streams_of(&resource);
             gauge.inc();
-            if tx.send(Ok(first)).await.is_ok() {
+            if tx.send(first).await.is_ok() {
                 // A service made without a retiring switch has nobody to
                 // flip it: its `changed` ends at once, and is not awaited.
                 let mut may_retire = true;
@@ -167,16 +229,29 @@ impl DevicePlugin for DevicePluginService {
                             continue;
                         },
                     }
-                    let next = list(&updates.borrow_and_update(), *retiring.borrow_and_update());
-                    if tx.send(Ok(next)).await.is_err() {
+                    let (set, is_retiring) = (
+                        updates.borrow_and_update().clone(),
+                        *retiring.borrow_and_update(),
+                    );
+                    let next = (list(&set, is_retiring), shown(&set, is_retiring));
+                    if tx.send(next).await.is_err() {
                         break;
                     }
                 }
             }
             gauge.dec();
+            handed.send_replace(None);
             tracing::debug!(resource = %resource, "ListAndWatch closed");
         });
-        let stream: ListStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx));
+        // Each list is recorded as handed to the kubelet when the
+        // transport takes it from the stream.
+        let handed = self.shown.clone();
+        let stream: ListStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx).map(
+            move |(message, shown)| {
+                handed.send_replace(Some(shown));
+                Ok(message)
+            },
+        ));
         Ok(Response::new(stream))
     }
 
@@ -217,9 +292,9 @@ impl DevicePlugin for DevicePluginService {
     ) -> Result<Response<AllocateResponse>, Status> {
         let _call = self.calls.token();
         let started = Instant::now();
+        let request = request.into_inner();
         let result = async {
             self.refuse_if_retiring()?;
-            let request = request.into_inner();
             if request.container_requests.is_empty() {
                 return Err(Status::invalid_argument("Allocate without container requests"));
             }
@@ -238,6 +313,13 @@ impl DevicePlugin for DevicePluginService {
             })
         }
         .await;
+        if result.is_err() {
+            let ids = request
+                .container_requests
+                .iter()
+                .flat_map(|c| &c.devices_ids);
+            self.tell_kubelet_first(ids).await;
+        }
         self.finish("Allocate", started, result).map(Response::new)
     }
 
@@ -257,3 +339,7 @@ impl DevicePlugin for DevicePluginService {
             .map(|()| Response::new(PreStartContainerResponse {}))
     }
 }
+
+#[cfg(test)]
+#[path = "service_tests.rs"]
+mod tests;
