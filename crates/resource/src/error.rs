@@ -11,7 +11,7 @@ use wdp_policy::{CallError, Hook, LoadError, PolicyError};
 #[derive(Debug, thiserror::Error)]
 pub enum ResourceError {
     /// A guest bound to a hook cannot be put in service.
-    #[error("{file}: hook {hook}: guest {}: {source}", guest.display())]
+    #[error("{file}: hook {hook}: guest {}: {}", guest.display(), unrepeated(source, guest))]
     Guest {
         /// The resource file that binds the guest.
         file: PathBuf,
@@ -44,6 +44,23 @@ pub enum ResourceError {
     /// The Wasm engine could not be created.
     #[error("wasm engine: {0}")]
     Engine(#[source] PolicyError),
+}
+
+/// `problem` in words, without the `guest <path>` its message starts with
+/// when the message around it names the guest already.
+fn unrepeated(problem: &GuestProblem, guest: &std::path::Path) -> String {
+    let text = problem.to_string();
+    let shown = guest.display().to_string();
+    for prefix in [
+        format!("guest {shown}: "),
+        format!("guest {shown:?}: "),
+        format!("guest {shown:?} "),
+    ] {
+        if let Some(rest) = text.strip_prefix(&prefix) {
+            return rest.to_owned();
+        }
+    }
+    text
 }
 
 /// Why a guest cannot serve the hook it is bound to.

@@ -126,6 +126,44 @@ impl ResourceSpec {
             })
             && self.signers == other.signers
     }
+
+    /// Whether `other` serves exactly as this spec does, read from other
+    /// files: the same resource in another configuration set, whose
+    /// resource file, guest files and key files lie elsewhere with the
+    /// same content. Swapping it in changes nothing a kubelet or a
+    /// container sees.
+    pub fn serves_as(&self, other: &ResourceSpec) -> bool {
+        fn placeless(config: &ResourceConfig) -> ResourceConfig {
+            let mut config = config.clone();
+            config.file = std::path::PathBuf::new();
+            for binding in &mut config.hooks {
+                binding.guest = std::path::PathBuf::new();
+            }
+            config.trusted_keys = signature::TrustedKeys::default();
+            config
+        }
+        fn fingerprints(config: &ResourceConfig) -> Vec<&str> {
+            let keys = config.trusted_keys.keys();
+            keys.iter().map(TrustedKey::fingerprint).collect()
+        }
+        let signed_alike = self.signers.len() == other.signers.len()
+            && self.signers.iter().all(|(hook, (key, signature))| {
+                other
+                    .signers
+                    .get(hook)
+                    .is_some_and(|(k, s)| k.fingerprint() == key.fingerprint() && s == signature)
+            });
+        placeless(&self.config) == placeless(&other.config)
+            && fingerprints(&self.config) == fingerprints(&other.config)
+            && self.guests.len() == other.guests.len()
+            && self.guests.iter().all(|(hook, g)| {
+                other
+                    .guests
+                    .get(hook)
+                    .is_some_and(|h| h.content_hash() == g.content_hash())
+            })
+            && signed_alike
+    }
 }
 
 /// The call limits of a hook binding.
