@@ -145,9 +145,9 @@ struct ReadFile {
 }
 
 /// What [`Checkpoint::parse`] read.
-struct ParsedFile {
+pub(crate) struct ParsedFile {
     version: u32,
-    claims: BTreeMap<String, PreparedClaim>,
+    pub(crate) claims: BTreeMap<String, PreparedClaim>,
     unknown: Map<String, Value>,
 }
 
@@ -329,7 +329,7 @@ impl Checkpoint {
     /// must match `canonical-checksum` (or, in a file from before it,
     /// `checksum`). Any format version from 1 up is read; fields this host
     /// does not know are kept.
-    fn parse(bytes: &[u8], driver: &str) -> Result<ParsedFile, String> {
+    pub(crate) fn parse(bytes: &[u8], driver: &str) -> Result<ParsedFile, String> {
         let file: ReadFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         if file.version == 0 {
             return Err("format version 0, which no host writes".to_owned());

@@ -15,7 +15,6 @@
 //! (`crate::handover`). Sockets an earlier instance left behind (nothing
 //! listens on them any more) are removed at start.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +29,7 @@ use wdp_kubelet_api::dra_health;
 
 use crate::checkpoint::Checkpoint;
 use crate::cleanup;
+use crate::draining::Draining;
 use crate::handover::Handover;
 use crate::health::HealthService;
 use crate::kube_api::DraApi;
@@ -92,7 +92,7 @@ impl DriverPaths {
 
     /// The ID this instance goes by in the handover: its instance ID, or
     /// one made of the process ID when it runs alone.
-    fn instance_id(&self) -> String {
+    pub(crate) fn instance_id(&self) -> String {
         self.instance
             .clone()
             .unwrap_or_else(|| format!("pid-{}", std::process::id()))
@@ -291,93 +291,7 @@ impl DraDriver {
             task,
             ..
         } = self;
-        let drained = stop.clone();
-        let name = driver.clone();
-        let still_prepared = preparer.clone();
-        let drain = tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = drained.cancelled() => break,
-                    left = preparer.wait_for_unprepare(Duration::from_secs(1)) => if left == 0 {
-                        tracing::info!(driver = %name, "every claim unprepared: the driver stops");
-                        break;
-                    },
-                }
-            }
-            drained.cancel();
-            let _ = task.await;
-            handover.stop().await;
-        });
-        Some(Draining {
-            driver,
-            preparer: still_prepared,
-            stop,
-            task: drain,
-        })
-    }
-}
-
-/// A driver whose resource left the configuration, serving unprepare for
-/// the claims it prepared until none is left.
-#[derive(Debug)]
-pub struct Draining {
-    driver: String,
-    preparer: Arc<ClaimPreparer>,
-    stop: CancellationToken,
-    task: JoinHandle<()>,
-}
-
-impl Draining {
-    /// The driver name.
-    pub fn driver(&self) -> &str {
-        &self.driver
-    }
-
-    /// A view of the claims it still serves, for following them while the
-    /// resource moves to the device-plugin API.
-    pub fn claims(&self) -> DrainingClaims {
-        DrainingClaims {
-            preparer: self.preparer.clone(),
-        }
-    }
-
-    /// Whether every claim was unprepared and the sockets are gone.
-    pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
-    }
-
-    /// Stops serving now (shutdown, or the driver is configured again: the
-    /// new one serves the claims left, from the checkpoint).
-    pub async fn stop(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
-    }
-}
-
-/// The claims a [`Draining`] driver still serves.
-#[derive(Clone, Debug)]
-pub struct DrainingClaims {
-    preparer: Arc<ClaimPreparer>,
-}
-
-impl DrainingClaims {
-    /// The device IDs (the hardware: a partition's parent) the claims
-    /// still prepared hold: what the device-plugin API must not offer
-    /// while the resource moves back to it.
-    pub async fn held_device_ids(&self) -> BTreeSet<String> {
-        self.preparer
-            .prepared_claims()
-            .await
-            .into_values()
-            .flat_map(|claim| claim.devices)
-            .map(|device| device.partition_of.unwrap_or(device.device_id))
-            .collect()
-    }
-
-    /// Waits until a claim is unprepared or `at_most` passed; answers how
-    /// many claims are left.
-    pub async fn wait_for_unprepare(&self, at_most: Duration) -> usize {
-        self.preparer.wait_for_unprepare(at_most).await
+        Some(Draining::follow(driver, preparer, handover, stop, task))
     }
 }
 
@@ -385,7 +299,7 @@ impl DrainingClaims {
 /// (it was killed before it could): a registration socket nothing listens
 /// on, and the DRA socket it named. A live instance's sockets answer and
 /// stay.
-fn remove_stale_sockets(paths: &DriverPaths, driver: &str) {
+pub(crate) fn remove_stale_sockets(paths: &DriverPaths, driver: &str) {
     let plain = dra_registration_socket_name(driver);
     let with_id = format!("{driver}-");
     let Ok(entries) = std::fs::read_dir(&paths.plugins_registry_dir) else {
@@ -433,7 +347,7 @@ fn is_stale_socket(path: &Path) -> bool {
         )
 }
 
-async fn serve_loop(
+pub(crate) async fn serve_loop(
     driver: String,
     paths: DriverPaths,
     service: DraPluginService,

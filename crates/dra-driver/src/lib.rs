@@ -34,11 +34,13 @@
 
 mod allocation;
 mod checkpoint;
+mod checkpoint_read;
 mod checksum;
 mod claim;
 mod claim_cdi;
 mod cleanup;
 mod devices;
+mod draining;
 mod driver;
 mod error;
 mod file_stamp;
@@ -55,7 +57,9 @@ mod service;
 mod shared_checkpoint;
 mod standard_attributes;
 
-pub use driver::{DraDriver, Draining, DrainingClaims, DriverPaths};
+pub use checkpoint_read::{CheckpointReadError, checkpointed_drivers, held_by_checkpoint};
+pub use draining::{Draining, DrainingClaims};
+pub use driver::{DraDriver, DriverPaths};
 pub use error::DraError;
 pub use health::HealthService;
 pub use kube_api::{DraApi, connect};

@@ -15,14 +15,19 @@
 //! withheld, the rest are published. When nothing is held any more the
 //! device-plugin server stops and the switch record goes. A PodResources
 //! socket missing, slow or answering garbage leaves what is withheld as it
-//! is (all of it, before the first good answer), says so at WARN with the
-//! socket and the error, and is tried again with backoff.
+//! is (all of it, before the first good answer; what was published already
+//! stays published, which is safe), says so once at ERROR with the socket
+//! and the error (and once at INFO when it answers again), sets
+//! `holdings_unreadable{source="pod-resources"}`, and is tried again with
+//! backoff.
 //!
 //! **DRA → device plugin** ([`to_device_plugin`]). The DRA driver
 //! withdraws its slices and refuses new prepares, but keeps unpreparing
 //! the claims it prepared; the device-plugin server starts with the
 //! devices those claims hold withheld (`Unhealthy`), and a follower
-//! offers each as its claims are unprepared.
+//! offers each as its claims are unprepared. A host that starts may follow
+//! the claims of several drivers at once (checkpoints of drivers no longer
+//! configured that hold the resource's devices).
 //!
 //! Either follower is ended early by a switch back (the other direction
 //! then starts from where this one stood) or by shutdown; the record in
@@ -40,6 +45,7 @@ use wdp_dra_driver::DrainingClaims;
 use wdp_kubelet_socket::{PodResourcesError, PodResourcesReader};
 use wdp_resource::{DeviceSet, Resource, Withholding};
 
+use crate::metrics::Metrics;
 use crate::switch_record::SwitchRecord;
 
 /// How often the kubelet's PodResources is read while devices are held:
@@ -132,6 +138,8 @@ pub(crate) struct SwitchPaths {
     pub(crate) pod_resources: PodResourcesReader,
     /// The host's state folder (the switch record).
     pub(crate) state_dir: PathBuf,
+    /// Where an unreadable PodResources is shown.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// Starts the device plugin → DRA handover of `dra` (the resource the
@@ -152,6 +160,7 @@ pub(crate) async fn to_dra(
     let follower = DevicePluginHoldings {
         reader: paths.pod_resources.clone(),
         state_dir: paths.state_dir.clone(),
+        metrics: paths.metrics.clone(),
         served,
         dra,
     };
@@ -164,18 +173,15 @@ pub(crate) async fn to_dra(
 }
 
 /// Starts the DRA → device plugin handover of `device_plugin` (not
-/// launched yet: it must start withholding) from the draining driver's
+/// launched yet: it must start withholding) from the draining drivers'
 /// `claims`.
 pub(crate) async fn to_device_plugin(
     paths: &SwitchPaths,
     record: &SwitchRecord,
-    claims: DrainingClaims,
+    claims: Vec<DrainingClaims>,
     device_plugin: Arc<Resource>,
 ) -> Handover {
-    device_plugin.set_withholding(Withholding::some(
-        claims.held_device_ids().await,
-        HELD_BY_DRA,
-    ));
+    device_plugin.set_withholding(Withholding::some(held_by(&claims).await, HELD_BY_DRA));
     write_record(paths, record);
     let stop = CancellationToken::new();
     let state_dir = paths.state_dir.clone();
@@ -189,24 +195,36 @@ fn write_record(paths: &SwitchPaths, record: &SwitchRecord) {
     }
 }
 
+/// The devices the claims of every driver in `claims` hold.
+async fn held_by(claims: &[DrainingClaims]) -> BTreeSet<String> {
+    let mut held = BTreeSet::new();
+    for driver in claims {
+        held.extend(driver.held_device_ids().await);
+    }
+    held
+}
+
 /// Offers each device through the device plugin as the claims holding it
 /// are unprepared.
 async fn follow_claims(
-    claims: DrainingClaims,
+    claims: Vec<DrainingClaims>,
     resource: Arc<Resource>,
     state_dir: PathBuf,
     stop: CancellationToken,
 ) {
     loop {
-        let held = claims.held_device_ids().await;
+        let held = held_by(&claims).await;
         let done = held.is_empty();
         resource.set_withholding(Withholding::some(held, HELD_BY_DRA));
         if done {
             break;
         }
+        let unprepared = claims
+            .iter()
+            .map(|driver| Box::pin(driver.wait_for_unprepare(POD_RESOURCES_POLL)));
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = claims.wait_for_unprepare(POD_RESOURCES_POLL) => {}
+            _ = futures::future::select_all(unprepared) => {}
         }
     }
     tracing::info!(resource = %resource.name(), "every DRA claim of the resource is unprepared: the device-plugin API offers every device");
@@ -217,6 +235,7 @@ async fn follow_claims(
 struct DevicePluginHoldings {
     reader: PodResourcesReader,
     state_dir: PathBuf,
+    metrics: Arc<Metrics>,
     served: Arc<Resource>,
     dra: Arc<Resource>,
 }
@@ -239,8 +258,17 @@ impl DevicePluginHoldings {
     async fn follow(self, retiring: ServerHandle, stop: CancellationToken) {
         let name = self.dra.name().to_owned();
         let mut retry = POD_RESOURCES_POLL;
+        let mut failing = false;
         loop {
-            let wait = match self.read(&self.reader).await {
+            let read = self.read(&self.reader).await;
+            if read.is_ok() && failing {
+                failing = false;
+                self.metrics
+                    .host
+                    .set_holdings_unreadable(&name, "pod-resources", false);
+                tracing::info!(resource = %name, socket = %self.reader.socket().display(), "the kubelet's PodResources answers again: DRA offers what no container holds");
+            }
+            let wait = match read {
                 Ok(false) => break,
                 Ok(true) => {
                     retry = POD_RESOURCES_POLL;
@@ -251,7 +279,15 @@ impl DevicePluginHoldings {
                         .dra
                         .withholding()
                         .count(self.dra.devices().devices_advertised().len());
-                    tracing::warn!(resource = %name, %error, withheld, retry_in = ?retry, "cannot tell which devices running containers hold through the device-plugin API: what is withheld from DRA stays withheld");
+                    if !failing {
+                        failing = true;
+                        self.metrics
+                            .host
+                            .set_holdings_unreadable(&name, "pod-resources", true);
+                        tracing::error!(resource = %name, %error, withheld, "cannot tell which devices running containers hold through the device-plugin API: what is withheld from DRA stays withheld (what was published stays published) until the kubelet's PodResources answers; tried again with backoff");
+                    } else {
+                        tracing::debug!(resource = %name, %error, withheld, retry_in = ?retry, "PodResources still unreadable");
+                    }
                     let wait = retry;
                     retry = (retry * 2).min(POD_RESOURCES_RETRY_MAX);
                     wait
@@ -259,6 +295,9 @@ impl DevicePluginHoldings {
             };
             tokio::select! {
                 _ = stop.cancelled() => {
+                    self.metrics
+                        .host
+                        .set_holdings_unreadable(&name, "pod-resources", false);
                     retiring.stop().await;
                     return;
                 }

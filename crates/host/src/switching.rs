@@ -1,15 +1,14 @@
 //! The host's side of moving a resource between the kubelet APIs
 //! ([`crate::api_switch`] holds the handover itself): a reload that
 //! changes a resource's `api` switches it in place of a remove and an add,
-//! a resource removed or switched again ends the handover under way, and
-//! a starting host resumes the handover its switch record names.
+//! and a resource removed or switched again ends the handover under way
+//! (`crate::resume` is what a starting host resumes).
 
 use std::sync::Arc;
 
-use wdp_dra_driver::DraDriver;
 use wdp_kubelet_socket::PodResourcesReader;
+use wdp_resource::Resource;
 use wdp_resource::config::ServingApi;
-use wdp_resource::{Resource, Withholding};
 
 use crate::api_switch::{self, Direction, SwitchPaths};
 use crate::error::HostError;
@@ -19,10 +18,11 @@ use crate::switch_record::SwitchRecord;
 
 impl Host {
     /// Where handovers read and record.
-    fn switch_paths(&self) -> SwitchPaths {
+    pub(crate) fn switch_paths(&self) -> SwitchPaths {
         SwitchPaths {
             pod_resources: PodResourcesReader::new(&self.options.pod_resources_socket),
             state_dir: self.options.state_dir.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 
@@ -111,7 +111,8 @@ impl Host {
                     let claims = draining.claims();
                     self.draining.lock().await.push(draining);
                     let handover =
-                        api_switch::to_device_plugin(&paths, &record, claims, new.clone()).await;
+                        api_switch::to_device_plugin(&paths, &record, vec![claims], new.clone())
+                            .await;
                     self.handovers
                         .lock()
                         .await
@@ -122,79 +123,10 @@ impl Host {
         }
     }
 
-    /// Whether a switch record of `resource` exists (readable or not): a
-    /// handover to resume before it is served.
-    pub(crate) fn handover_recorded(&self, resource: &Resource) -> bool {
-        SwitchRecord::read(&self.options.state_dir, resource.name()).is_some()
-    }
-
-    /// Resumes the handover of `resource` its switch record names, if a
-    /// host before this one started it; called before the resource is
-    /// served, so that it never offers what the other API handed out.
-    pub(crate) async fn resume_handover(
-        &self,
-        name: &str,
-        resource: &Arc<Resource>,
-    ) -> Result<(), HostError> {
-        let record = match SwitchRecord::read(&self.options.state_dir, resource.name()) {
-            None => return Ok(()),
-            Some(Ok(record)) => record,
-            Some(Err(error)) => {
-                tracing::error!(resource = %resource.name(), %error, "the API switch record is unreadable: the handover it recorded cannot be resumed");
-                return Ok(());
-            }
-        };
-        let paths = self.switch_paths();
-        let handover = match resource.spec().config.api {
-            ServingApi::Dra => {
-                tracing::info!(resource = %resource.name(), "resuming the switch from the device-plugin API to DRA");
-                let served = self.retiring_resource(resource, &record).await?;
-                let server = self.device_plugin_server(served.clone());
-                api_switch::to_dra(&paths, &record, server, served, resource.clone()).await
-            }
-            ServingApi::DevicePlugin => {
-                tracing::info!(resource = %resource.name(), driver = %record.driver, "resuming the switch from DRA to the device-plugin API");
-                let api = match self.dra_api(resource).await {
-                    Ok(api) => api,
-                    Err(error) => {
-                        // Without the API server the driver cannot be
-                        // served to unprepare its claims: offering nothing
-                        // is the safe way to wait for it.
-                        tracing::error!(resource = %resource.name(), driver = %record.driver, %error, "cannot resume the switch from DRA: every device is withheld until the host starts with the API server reachable");
-                        resource.set_withholding(Withholding::all(
-                            "a switch from DRA could not be resumed (no API server)",
-                        ));
-                        return Ok(());
-                    }
-                };
-                let driver = DraDriver::start(
-                    resource.clone(),
-                    self.metrics.dra.clone(),
-                    &record.driver,
-                    &self.driver_paths(),
-                    &api,
-                    &self.shutdown,
-                );
-                let Some(draining) = driver.withdraw().await else {
-                    SwitchRecord::remove(&self.options.state_dir, resource.name());
-                    return Ok(());
-                };
-                let claims = draining.claims();
-                self.draining.lock().await.push(draining);
-                api_switch::to_device_plugin(&paths, &record, claims, resource.clone()).await
-            }
-        };
-        self.handovers
-            .lock()
-            .await
-            .insert(name.to_owned(), handover);
-        Ok(())
-    }
-
     /// `resource` (served through DRA) as the device-plugin server it
     /// moved from served it: the same spec on the recorded socket, loaded
     /// once (it offers nothing, so it is not refreshed).
-    async fn retiring_resource(
+    pub(crate) async fn retiring_resource(
         &self,
         resource: &Arc<Resource>,
         record: &SwitchRecord,

@@ -6,7 +6,10 @@
 //! device plugins and DRA drivers alike), and the `:authority` fix that
 //! lets the kubelet's connections through tonic at all; and the one
 //! kubelet socket it reads rather than serves, PodResources
-//! ([`pod_resources`]: which devices running containers hold).
+//! ([`pod_resources`]: which devices running containers hold), and the
+//! kubelet's own record of its device plugins
+//! ([`device_manager_checkpoint`]: which resources a device plugin served
+//! on this node).
 //!
 //! It knows no resource, device or guest: what a socket announces
 //! ([`plugin_watcher::PluginInfo`]) and what happens when the kubelet
@@ -19,6 +22,7 @@
 
 pub mod authority;
 pub mod backoff;
+pub mod device_manager_checkpoint;
 pub mod metrics;
 pub mod plugin_watcher;
 pub mod pod_resources;

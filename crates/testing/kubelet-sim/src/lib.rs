@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod checkpoint;
 pub mod dra;
 mod error;
 pub mod kubelet_dial;
@@ -86,6 +87,7 @@ impl SimKubelet {
         let dir = dir.into();
         let state = Arc::new(watch::Sender::new(SimState::default()));
         let stop = serve(&dir, state.clone())?;
+        checkpoint::keep_written(&dir, &state);
         Ok(Self {
             dir,
             state,
