@@ -12,7 +12,7 @@ use super::error::ConfigError;
 use super::model::{ConfigSet, ResourceConfig};
 use super::schema::HOST_FILE;
 use super::schema::{HostSettings, parse};
-use super::sets::{describe_available, named_sets, set_dir};
+use super::sets::{describe_available, scan_sets, set_dir};
 use super::validate::{check_version, parse_resource};
 use wdp_policy::{RegularFileError, read_regular_file};
 
@@ -31,12 +31,18 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigError> {
 /// Reads and validates configuration set `set` of `dir` (`None`: the
 /// default set, the resource files at the top), as [`load_dir`] does:
 /// its resource files, with `host.toml` and the guests' paths taken from
-/// the top of `dir` (see [`super::sets`]).
+/// the top of `dir` (see [`super::sets`]). Only this set's files are
+/// read: a mistake in another set (a folder whose name cannot name a set
+/// included) does not refuse it.
 pub fn load_set(dir: &Path, set: Option<&str>) -> Result<ConfigSet, ConfigError> {
     let files_dir = match set {
         None => dir.to_owned(),
         Some(name) => {
-            if !named_sets(dir)?.iter().any(|known| known == name) {
+            let found = scan_sets(dir)?;
+            if let Some(refused) = found.refusal(name) {
+                return Err(refused);
+            }
+            if !found.sets.iter().any(|known| known == name) {
                 return Err(ConfigError::UnknownSet {
                     dir: dir.to_owned(),
                     set: name.to_owned(),

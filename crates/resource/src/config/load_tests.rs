@@ -147,8 +147,45 @@ fn an_unknown_set_a_host_file_in_a_set_and_a_bad_set_name_are_refused_by_name() 
         "{host}"
     );
     std::fs::create_dir_all(dir.path().join("sets/-bad")).unwrap();
-    let name = load_set(dir.path(), Some("loops")).unwrap_err().to_string();
+    let name = load_set(dir.path(), Some("-bad")).unwrap_err().to_string();
     assert!(name.contains("configuration set name `-bad`"), "{name}");
+}
+
+#[test]
+fn a_folder_that_cannot_name_a_set_is_refused_alone() {
+    let dir = with_sets();
+    for bad in ["default", "-bad"] {
+        std::fs::create_dir_all(dir.path().join("sets").join(bad)).unwrap();
+        std::fs::write(dir.path().join("sets").join(bad).join("shared.toml"), FUSE).unwrap();
+    }
+    // The default set and every other set load as before.
+    assert_eq!(load_dir(dir.path()).unwrap().resources.len(), 1);
+    let loops = load_set(dir.path(), Some("loops")).unwrap();
+    assert_eq!(
+        loops.resources.keys().collect::<Vec<_>>(),
+        ["example.com/loop"]
+    );
+    let found = super::super::sets::scan_sets(dir.path()).unwrap();
+    assert_eq!(found.sets, ["loops"]);
+    assert_eq!(
+        found
+            .refused
+            .iter()
+            .map(|r| r.0.as_str())
+            .collect::<Vec<_>>(),
+        ["-bad", "default"]
+    );
+    assert!(!found.sets.is_empty() && found.any());
+    // Each folder refused by name; `check` (named_sets) refuses the whole.
+    let default = load_set(dir.path(), Some("default"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        default.contains("sets: configuration set name `default`"),
+        "{default}"
+    );
+    let whole = super::super::sets::named_sets(dir.path()).unwrap_err();
+    assert!(whole.to_string().contains("`-bad`"), "{whole}");
 }
 
 #[test]

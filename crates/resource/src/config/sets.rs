@@ -16,6 +16,14 @@
 //! A set's name is a node label's value (at most 63 characters of
 //! `[A-Za-z0-9._-]`, beginning and ending with a letter or digit), and
 //! not `default`, which names the default set.
+//!
+//! One set's mistake stays with it: [`scan_sets`] sets a folder whose name
+//! cannot name a set aside (refused by name) beside the sets that can, so
+//! the default set and every other set still load ([`load_set`] refuses
+//! only the set asked for); [`named_sets`], for `check`, refuses the
+//! whole directory instead.
+//!
+//! [`load_set`]: super::load_set
 
 use std::path::{Path, PathBuf};
 
@@ -32,17 +40,65 @@ pub fn set_dir(dir: &Path, name: &str) -> PathBuf {
     dir.join(SETS_DIR).join(name)
 }
 
-/// The named sets `dir` holds, sorted (none without a `sets/` folder).
-/// Hidden entries (a ConfigMap volume's `..data` machinery) are skipped;
-/// a folder whose name cannot be a label value is refused by name.
-pub fn named_sets(dir: &Path) -> Result<Vec<String>, ConfigError> {
+/// The set folders of a directory: those that name a set, and those
+/// whose name cannot (each refused on its own, see [`scan_sets`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetFolders {
+    /// The `sets/` folder.
+    pub sets_dir: PathBuf,
+    /// The named sets, sorted.
+    pub sets: Vec<String>,
+    /// The folders whose name cannot name a set, sorted, each with why.
+    pub refused: Vec<(String, String)>,
+}
+
+impl SetFolders {
+    /// Whether the directory holds any set folder, refused ones included.
+    pub fn any(&self) -> bool {
+        !self.sets.is_empty() || !self.refused.is_empty()
+    }
+
+    /// The error refusing folder `name`, when its name cannot name a set.
+    pub fn refusal(&self, name: &str) -> Option<ConfigError> {
+        self.refused
+            .iter()
+            .find(|(folder, _)| folder == name)
+            .map(|(folder, problem)| ConfigError::SetName {
+                dir: self.sets_dir.clone(),
+                set: folder.clone(),
+                problem: problem.clone(),
+            })
+    }
+
+    /// Every refused folder's error, in name order.
+    pub fn refusals(&self) -> impl Iterator<Item = ConfigError> + '_ {
+        self.refused
+            .iter()
+            .filter_map(|(folder, _)| self.refusal(folder))
+    }
+}
+
+/// The set folders `dir` holds (none without a `sets/` folder). Hidden
+/// entries (a ConfigMap volume's `..data` machinery) are skipped; a folder
+/// whose name cannot be a label value, or is `default`, is set aside in
+/// [`SetFolders::refused`], the other sets unaffected. Only an unreadable
+/// `sets/` folder is an error.
+pub fn scan_sets(dir: &Path) -> Result<SetFolders, ConfigError> {
     let sets = dir.join(SETS_DIR);
     let entries = match std::fs::read_dir(&sets) {
         Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(SetFolders {
+                sets_dir: sets,
+                ..SetFolders::default()
+            });
+        }
         Err(source) => return Err(ConfigError::Directory { dir: sets, source }),
     };
-    let mut names = Vec::new();
+    let mut found = SetFolders {
+        sets_dir: sets.clone(),
+        ..SetFolders::default()
+    };
     for entry in entries {
         let entry = entry.map_err(|source| ConfigError::Directory {
             dir: sets.clone(),
@@ -52,17 +108,26 @@ pub fn named_sets(dir: &Path) -> Result<Vec<String>, ConfigError> {
         if name.starts_with('.') || !entry.path().is_dir() {
             continue;
         }
-        if let Some(problem) = set_name_problem(&name) {
-            return Err(ConfigError::SetName {
-                dir: sets,
-                set: name,
-                problem,
-            });
+        match set_name_problem(&name) {
+            Some(problem) => found.refused.push((name, problem)),
+            None => found.sets.push(name),
         }
-        names.push(name);
     }
-    names.sort();
-    Ok(names)
+    found.sets.sort();
+    found.refused.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
+}
+
+/// The named sets `dir` holds, sorted (none without a `sets/` folder), for
+/// `check`: a folder whose name cannot name a set refuses the directory,
+/// naming it. A host serving the directory uses [`scan_sets`] instead.
+pub fn named_sets(dir: &Path) -> Result<Vec<String>, ConfigError> {
+    let found = scan_sets(dir)?;
+    let refusal = found.refusals().next();
+    match refusal {
+        Some(error) => Err(error),
+        None => Ok(found.sets),
+    }
 }
 
 /// Why `name` cannot name a set, if it cannot: it must be a non-empty
@@ -81,6 +146,6 @@ pub fn set_name_problem(name: &str) -> Option<String> {
 /// The sets `dir` holds, for messages: `default` first, then the named.
 pub fn describe_available(dir: &Path) -> String {
     let mut all = vec![DEFAULT_SET.to_owned()];
-    all.extend(named_sets(dir).unwrap_or_default());
+    all.extend(scan_sets(dir).map(|found| found.sets).unwrap_or_default());
     all.join(", ")
 }
