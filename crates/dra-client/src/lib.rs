@@ -15,7 +15,8 @@
 //! [`get_claim`] reach the API server, and [`write_device_status`] reports
 //! allocated devices' status on a claim (KEP-4817). Beside DRA, the host
 //! follows one label of its own Node ([`watch_node_label`], which picks the
-//! node's configuration set) and may write one ([`set_node_label`]).
+//! node's configuration set) and may write one ([`set_node_label`]), and
+//! posts Warning Events on it ([`post_node_event`]).
 
 #![warn(missing_docs)]
 
@@ -27,6 +28,7 @@ mod device_status;
 mod error;
 mod fit;
 mod keys;
+mod node_event;
 mod node_label;
 mod plan;
 mod pool;
@@ -54,6 +56,7 @@ pub use k8s_openapi::api::resource::v1::{
 };
 pub use keys::{MAX_ATTRIBUTE_ID_LEN, qualified_attribute_key};
 pub use kube::Client;
+pub use node_event::{EVENT_COMPONENT, post_node_event};
 pub use node_label::{NodeLabel, set_node_label, watch_node_label};
 pub use plan::{
     MAX_DEVICES_PER_SLICE, MAX_DEVICES_PER_TAINTED_SLICE, PoolTarget, plan_pool, plan_slices,

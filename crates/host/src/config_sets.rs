@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use wdp_resource::ConfigSet;
 use wdp_resource::atomic_file::{self, Durability};
-use wdp_resource::config::sets::{DEFAULT_SET, describe_available, named_sets};
+use wdp_resource::config::sets::{DEFAULT_SET, describe_available, scan_sets};
 
 use crate::error::HostError;
 use crate::options::HostOptions;
@@ -47,8 +47,9 @@ pub fn shown(set: Option<&str>) -> &str {
 pub fn recorded(state_dir: &Path, dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(record_path(state_dir)).ok()?;
     let name = text.trim();
-    named_sets(dir)
+    scan_sets(dir)
         .ok()?
+        .sets
         .into_iter()
         .find(|known| known == name)
 }
@@ -66,7 +67,9 @@ pub fn record(state_dir: &Path, set: Option<&str>) {
 
 /// The set a node labelled `value` runs in `dir`: `Ok(None)` for the
 /// default set; an error naming the value and the sets there are when it
-/// names none.
+/// names none, or naming the folder when the one it names cannot name a
+/// set (a folder `sets/default` concerns the nodes labelled `default`;
+/// nodes with no label or an empty one run the default set regardless).
 pub fn set_for_label(
     dir: &Path,
     label: &str,
@@ -74,11 +77,18 @@ pub fn set_for_label(
 ) -> Result<Option<String>, String> {
     let value = match value.map(str::trim) {
         None | Some("") => return Ok(None),
-        Some(value) if value == DEFAULT_SET => return Ok(None),
         Some(value) => value,
     };
-    let sets = named_sets(dir).map_err(|error| error.to_string())?;
-    if sets.iter().any(|set| set == value) {
+    let found = scan_sets(dir).map_err(|error| error.to_string())?;
+    if let Some(refused) = found.refusal(value) {
+        return Err(format!(
+            "node label {label}={value}: the folder it names is refused: {refused}"
+        ));
+    }
+    if value == DEFAULT_SET {
+        return Ok(None);
+    }
+    if found.sets.iter().any(|set| set == value) {
         Ok(Some(value.to_owned()))
     } else {
         Err(format!(
@@ -113,13 +123,23 @@ impl SwitchState {
 
 /// The configuration `start` serves: the set recorded as last applied
 /// when the directory still holds it and it loads, else the default set;
-/// logged either way when the directory holds sets.
-pub(crate) async fn load_initial_set(options: &HostOptions) -> Result<ConfigSet, HostError> {
+/// logged either way when the directory holds sets. When the recorded set
+/// is refused: its error, unless `default_if_refused` (no last good
+/// snapshot to serve instead), when the default set is served. A set
+/// folder whose name cannot name a set is logged (ERROR, by name) and set
+/// aside: it refuses no other set.
+pub(crate) async fn load_initial_set(
+    options: &HostOptions,
+    default_if_refused: bool,
+) -> Result<ConfigSet, HostError> {
     let dir = options.config_dir.clone();
     let state_dir = options.state_dir.clone();
     tokio::task::spawn_blocking(move || {
-        let sets = named_sets(&dir)?;
-        if sets.is_empty() {
+        let found = scan_sets(&dir)?;
+        for error in found.refusals() {
+            tracing::error!(%error, "configuration set folder refused; only nodes whose label names it are affected, every other set is served as usual");
+        }
+        if found.sets.is_empty() {
             return Ok(wdp_resource::config::load_dir(&dir)?);
         }
         let record = record_path(&state_dir);
@@ -129,13 +149,14 @@ pub(crate) async fn load_initial_set(options: &HostOptions) -> Result<ConfigSet,
                     tracing::info!(set = %set, recorded_in = %record.display(), sets = %describe_available(&dir), "serving the configuration set last applied until the node's label is read");
                     return Ok(config);
                 }
+                Err(error) if !default_if_refused => return Err(error.into()),
                 Err(error) => {
-                    tracing::error!(set = %set, %error, "the configuration set last applied is refused now; serving the default set until the node's label is read");
+                    tracing::error!(set = %set, %error, "the configuration set last applied is refused now, and there is no last good snapshot of it; serving the default set until the node's label is read");
+                    return Ok(wdp_resource::config::load_dir(&dir)?);
                 }
             }
-        } else {
-            tracing::info!(sets = %describe_available(&dir), "serving the default configuration set until the node's label is read (none recorded as applied)");
         }
+        tracing::info!(sets = %describe_available(&dir), "serving the default configuration set until the node's label is read (none recorded as applied)");
         Ok(wdp_resource::config::load_dir(&dir)?)
     })
     .await

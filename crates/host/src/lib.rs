@@ -18,6 +18,9 @@
 //! before the supervisor applies it; [`config_sets`] says which
 //! configuration set the node's label names and records the one applied,
 //! `set_follower` follows the label and switches the set live;
+//! `start_config` picks what a start serves, the node's configuration or,
+//! when it is refused, the last good one `last_good` keeps in the state
+//! folder;
 //! [`metrics`] holds the one registry every layer counts into
 //! ([`Metrics`]) and the host's own families;
 //! `api_switch` hands a resource's devices over when a reload moves it
@@ -32,6 +35,7 @@
 mod api_switch;
 pub mod config_sets;
 mod error;
+mod last_good;
 mod launching;
 pub mod metrics;
 mod offline;
@@ -41,6 +45,7 @@ mod reload;
 mod running;
 mod set_follower;
 mod shutdown;
+mod start_config;
 mod supervisor;
 mod switch_record;
 mod switching;
@@ -57,7 +62,9 @@ pub use offline::{
 pub use options::{
     DEFAULT_PLUGINS_DIR, DEFAULT_POD_RESOURCES_SOCKET, DEFAULT_STATE_DIR, HostOptions,
 };
+pub use last_good::SNAPSHOT_DIR;
 pub use reload::ReloadSummary;
+pub use start_config::EVENT_REASON;
 pub use supervisor::Host;
 /// What `check` and `test` print of a DRA resource.
 pub use wdp_dra_driver::{DraReport, dra_report};

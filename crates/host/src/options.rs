@@ -38,6 +38,10 @@ pub struct HostOptions {
     /// The kubelet's PodResources socket: which devices running containers
     /// hold, read while a resource moves from the device-plugin API to DRA.
     pub pod_resources_socket: PathBuf,
+    /// Whether a start on a refused configuration serves the last good one
+    /// kept under `state_dir` (`last-good/`) instead of failing
+    /// (`run --invalid-config-at-start`, `last-good` by default).
+    pub serve_last_good: bool,
 }
 
 /// The default `plugins_dir`.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use tokio_util::sync::CancellationToken;
 use wdp_dra_client::NodeLabel;
-use wdp_resource::config::sets::{describe_available, named_sets};
+use wdp_resource::config::sets::{describe_available, scan_sets};
 
 use crate::config_sets::{self, SwitchState, set_for_label, shown};
 use crate::error::HostError;
@@ -39,11 +39,11 @@ impl Host {
     }
 
     /// Starts following the node's label that picks the configuration
-    /// set, once the directory holds named sets (at start, or at the first
-    /// reload that finds some).
+    /// set, once the directory holds set folders, refused ones included
+    /// (at start, or at the first reload that finds some).
     pub(crate) async fn follow_set_label(self: &Arc<Self>) {
         let dir = self.options.config_dir.clone();
-        if !named_sets(&dir).is_ok_and(|sets| !sets.is_empty()) {
+        if !scan_sets(&dir).is_ok_and(|found| found.any()) {
             return;
         }
         let mut following = self.following_label.lock().await;
@@ -121,6 +121,9 @@ fn follow_label(
         last: None,
     };
     tokio::spawn(async move {
+        // The latest label or switch was refused: the set served is read
+        // again once the label names it.
+        let mut refused = false;
         loop {
             let retry = match host.upgrade() {
                 Some(host) => host.set_files_changed.clone(),
@@ -142,19 +145,33 @@ fn follow_label(
                 Ok(wanted) => wanted,
                 Err(problem) => {
                     tracing::error!(%problem, serving = %shown(current.as_deref()), "configuration set not switched; the current one keeps serving");
+                    host.metrics.host.config_valid.set(0);
+                    refused = true;
                     reporter.report(&value, SwitchState::Failed).await;
                     continue;
                 }
             };
             if current == wanted {
-                reporter.report(&value, SwitchState::Success).await;
+                // After a refusal, the set served is read again: its own
+                // files decide (and `config_valid` says so again).
+                if std::mem::take(&mut refused) {
+                    let _ = host.reload().await;
+                }
+                let state = if host.last_error.borrow().is_some() {
+                    SwitchState::Failed
+                } else {
+                    SwitchState::Success
+                };
+                reporter.report(&value, state).await;
                 continue;
             }
             reporter.report(&value, SwitchState::Pending).await;
+            refused = true;
             let outcome = host.switch_config_set(wanted.clone()).await;
             let shown_label = format!("{label}={}", value.as_deref().unwrap_or(""));
             match outcome {
                 Ok(summary) => {
+                    refused = false;
                     tracing::info!(from = %shown(current.as_deref()), to = %shown(wanted.as_deref()), label = %shown_label, added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration set switched");
                     reporter.report(&value, SwitchState::Success).await;
                 }

@@ -15,7 +15,7 @@ use wdp_dra_driver::{DraApi, DraDriver, Draining};
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
-use wdp_resource::loading::{load_specs, ms, new_engine};
+use wdp_resource::loading::ms;
 use wdp_resource::{ConfigSet, DeviceSet, Resource};
 
 use crate::api_switch::Handover;
@@ -26,6 +26,7 @@ use crate::options::HostOptions;
 use crate::preflight;
 use crate::reload::{self, PlanInputs, ReloadPlan, ReloadSummary};
 use crate::running::{Running, Serving, builds_in_use};
+use crate::start_config;
 use crate::watch::{ChangeEvents, watch_config_dir, watch_plugin_dir};
 
 /// The running host.
@@ -76,9 +77,10 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// Validates everything, then serves and registers every resource.
     /// Device-plugin resources are served and registered while their first
-    /// scan runs (their `ListAndWatch` waits for it); when any part of the
-    /// configuration is bad, a scan included, nothing stays served and the
-    /// start fails.
+    /// scan runs (their `ListAndWatch` waits for it). A refused
+    /// configuration serves the last good one when one was kept
+    /// (`crate::start_config`); otherwise, or when a scan fails, nothing
+    /// stays served and the start fails.
     pub async fn start(
         options: HostOptions,
         metrics: Arc<Metrics>,
@@ -90,22 +92,16 @@ impl Host {
         }
         // Watch before the first read, so no edit can slip in between.
         let (config_watcher, config_events) = watch_config_dir(&options.config_dir)?;
-        let config = config_sets::load_initial_set(&options).await?;
-        config.check_socket_paths(&options.device_plugin_dir)?;
-        preflight::check_cdi_dir(&options.cdi_dir, &config)?;
-        if registration == RegistrationPath::PluginWatcher {
-            preflight::check_registration_socket_paths(&options.plugins_registry_dir, &config)?;
-        }
-        preflight::check_dra_setup(&options, &config)?;
+        // The node's configuration, or the last good one when it is refused.
+        let root = HostRoot::new(&options.host_root);
+        let chosen = start_config::choose(&options, registration, &root, &metrics).await?;
+        let (config, engine, resources) = (chosen.config, chosen.engine, chosen.resources);
         let dra_api = match config.dra_resources().next() {
             Some((_, first)) => {
                 Some(wdp_dra_driver::connect(options.kubeconfig.as_deref(), &first.file).await?)
             }
             None => None,
         };
-        let engine = new_engine(&config)?;
-        let root = HostRoot::new(&options.host_root);
-        let resources = load_resources(&engine, &config, &root, &metrics, &options.cdi_dir).await?;
 
         let (events, _) = broadcast::channel(64);
         tracing::info!(
@@ -160,7 +156,7 @@ impl Host {
             }
             return Err(error);
         }
-        host.metrics.host.reload(true);
+        host.metrics.host.reload(chosen.refused.is_none());
         {
             let config = host.config.lock().await;
             host.metrics
@@ -191,6 +187,7 @@ impl Host {
                 running.insert(name, launched);
             }
         }
+        host.started(chosen.refused).await;
         host.reload_on_change(config_events);
         host.follow_set_label().await;
         Ok(host)
@@ -343,6 +340,7 @@ impl Host {
             &new_config.digest,
         );
         *current = new_config;
+        start_config::keep(&self.options, &current, &running).await;
         tracing::debug!(elapsed_ms = ms(started), "reload: applied");
         if !summary.added.is_empty() || !summary.updated.is_empty() {
             // Loading (and compiling, for a new guest) ran code serving does
@@ -510,34 +508,6 @@ impl Host {
             }
         });
     }
-}
-
-/// Every resource of `config` loaded (guests smoke-tested), not scanned
-/// yet; nothing is served yet.
-async fn load_resources(
-    engine: &Arc<PolicyEngine>,
-    config: &ConfigSet,
-    root: &HostRoot,
-    metrics: &Arc<Metrics>,
-    cdi_dir: &std::path::Path,
-) -> Result<Vec<Arc<Resource>>, HostError> {
-    let (engine, config, root, metrics) = (
-        engine.clone(),
-        config.clone(),
-        root.clone(),
-        metrics.resource.clone(),
-    );
-    let cdi_dir = cdi_dir.to_owned();
-    tokio::task::spawn_blocking(move || {
-        Ok(load_specs(&engine, &config)?
-            .into_values()
-            .map(|spec| {
-                Resource::unscanned(spec, root.clone(), metrics.clone(), Some(cdi_dir.clone()))
-            })
-            .collect())
-    })
-    .await
-    .map_err(HostError::Task)?
 }
 
 /// The first discovery and health of every resource, each checked

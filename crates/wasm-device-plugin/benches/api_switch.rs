@@ -136,6 +136,7 @@ async fn main() {
         node_name: NODE.to_owned(),
         instance_id: None,
         pod_resources_socket: path("pod-resources/kubelet.sock"),
+        serve_last_good: true,
     };
     let host = Host::start(options, Metrics::new()).await.unwrap();
     kubelet.wait_registered(RESOURCE, 1, WAIT).await.unwrap();

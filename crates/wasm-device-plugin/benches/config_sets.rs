@@ -98,6 +98,7 @@ async fn main() {
         node_name: "bench-node".to_owned(),
         instance_id: None,
         pod_resources_socket: path("pod-resources/kubelet.sock"),
+        serve_last_good: true,
     };
     let host = Host::start(options, Metrics::new()).await.unwrap();
     // The label is read (set a) before the first switch.

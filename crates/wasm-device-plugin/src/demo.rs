@@ -139,6 +139,7 @@ async fn start_host(
             node_name: DEMO_NODE.to_owned(),
             instance_id: None,
             pod_resources_socket: folder.join("pod-resources/kubelet.sock"),
+            serve_last_good: true,
         },
         Metrics::new(),
     )

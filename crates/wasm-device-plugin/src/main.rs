@@ -104,6 +104,15 @@ enum Command {
     Demo(demo::DemoArgs),
 }
 
+/// `run --invalid-config-at-start`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum InvalidConfigAtStart {
+    /// Serve the last good configuration.
+    LastGood,
+    /// Exit.
+    Refuse,
+}
+
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// Directory holding host.toml and one *.toml per resource; guests are
@@ -177,6 +186,19 @@ struct RunArgs {
         default_value = wdp_host::DEFAULT_POD_RESOURCES_SOCKET
     )]
     pod_resources_socket: PathBuf,
+
+    /// What a start does when the configuration is refused: `last-good`
+    /// serves the last configuration that served (kept under
+    /// `<state-dir>/last-good/`, its guests checked against the keys
+    /// trusted now), with an ERROR, `config_valid` 0 and an Event on the
+    /// node; `refuse` exits, as a first start with no snapshot always does.
+    #[arg(
+        long,
+        value_enum,
+        env = "WDP_INVALID_CONFIG_AT_START",
+        default_value = "last-good"
+    )]
+    invalid_config_at_start: InvalidConfigAtStart,
 
     /// The kubeconfig DRA drivers use to reach the API server; the
     /// in-cluster configuration when absent. Unused without DRA resources.
@@ -333,6 +355,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         node_name: args.node_name.unwrap_or_default(),
         instance_id: args.instance_id,
         pod_resources_socket: args.pod_resources_socket,
+        serve_last_good: matches!(
+            args.invalid_config_at_start,
+            InvalidConfigAtStart::LastGood
+        ),
     };
     let host = Host::start(options, metrics)
         .await

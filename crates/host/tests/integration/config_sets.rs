@@ -280,3 +280,102 @@ async fn switching_sets_fails_no_dra_call_of_a_resource_both_serve_nor_rewrites_
     assert_eq!(w.api.pool_history(NODE, DRIVER), pool_before);
     host.shutdown().await;
 }
+
+/// Waits for `config_valid` to read `value`.
+async fn config_valid_is(host: &Host, value: f64) {
+    wait_metrics(host, &format!("config_valid {value}"), |m| {
+        sample(m, "wasm_device_plugin_config_valid", &[]) == value
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_folder_that_cannot_name_a_set_concerns_only_the_nodes_labelled_for_it() {
+    let world = sets_world();
+    // `default` names the top-level set: the folder is refused, alone.
+    std::fs::create_dir_all(world.config().join("sets/default")).unwrap();
+    world.write_config(
+        "sets/default/shared.toml",
+        &resource("example.com/shared", "/dev/loop0"),
+    );
+    let api = FakeApiServer::start().await.unwrap();
+    api.put_node(node(None));
+    let kubelet = world.kubelet().await;
+    // A node labelled for no set starts and serves the default set.
+    let (host, _) = serving(&world, &api).await;
+    state_is(&api, "success").await;
+    assert_eq!(
+        resources(&host).await,
+        ["example.com/fuse", "example.com/tun"]
+    );
+    config_valid_is(&host, 1.0).await;
+
+    // A named set is applied as usual, and reports valid.
+    api.put_node(node(Some("loops")));
+    kubelet
+        .wait_registered("example.com/loop", 1, WAIT)
+        .await
+        .unwrap();
+    state_is(&api, "success").await;
+    config_valid_is(&host, 1.0).await;
+
+    // The node labelled `default`: that folder concerns it; `loops` keeps
+    // serving, and the metric and the state label say so.
+    api.put_node(node(Some("default")));
+    state_is(&api, "failed").await;
+    config_valid_is(&host, 0.0).await;
+    assert_eq!(host.config_set().await.as_deref(), Some("loops"));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_a_broken_set_serves_its_last_good_snapshot_says_failed_and_posts_an_event() {
+    let world = sets_world();
+    let api = FakeApiServer::start().await.unwrap();
+    api.put_node(node(Some("loops")));
+    let kubelet = world.kubelet().await;
+    let (host, options) = serving(&world, &api).await;
+    kubelet
+        .wait_registered("example.com/loop", 1, WAIT)
+        .await
+        .unwrap();
+    state_is(&api, "success").await;
+    host.shutdown().await;
+
+    // The set's file broken while the host was stopped.
+    let good = std::fs::read_to_string(world.config().join("sets/loops/loop.toml")).unwrap();
+    world.write_config("sets/loops/loop.toml", "version = 1\nresource = 7\n");
+    let restarted = Host::start(options, Metrics::new()).await.unwrap();
+    assert_eq!(restarted.config_set().await.as_deref(), Some("loops"));
+    assert_eq!(
+        resources(&restarted).await,
+        ["example.com/fuse", "example.com/loop"]
+    );
+    kubelet
+        .wait_registered("example.com/loop", 2, WAIT)
+        .await
+        .unwrap();
+    config_valid_is(&restarted, 0.0).await;
+    state_is(&api, "failed").await;
+    let events = api
+        .wait_for_events(
+            |events| {
+                events.iter().any(|e| {
+                    e.reason.as_deref() == Some(wdp_host::EVENT_REASON)
+                        && e.involved_object.name.as_deref() == Some("node-a")
+                })
+            },
+            WAIT,
+        )
+        .await
+        .unwrap_or_else(|events| panic!("no Event: {events:?}"));
+    let message = events[0].message.clone().unwrap_or_default();
+    assert!(message.contains("sets/loops/loop.toml"), "{message}");
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+
+    // Fixed: the live reload takes over from the snapshot.
+    world.write_config("sets/loops/loop.toml", &good);
+    state_is(&api, "success").await;
+    config_valid_is(&restarted, 1.0).await;
+    restarted.shutdown().await;
+}

@@ -558,7 +558,13 @@ async fn what_check_refuses_is_refused_at_start_and_at_reload_the_same_way() {
             .unwrap_err()
             .to_string();
         let reloaded = host.reload().await.unwrap_err().to_string();
-        let started = wdp_host::Host::start(w.options(), wdp_host::Metrics::new())
+        // As before with the `refuse` setting (else the last good
+        // configuration would serve, as the last_good tests show).
+        let refuse = wdp_host::HostOptions {
+            serve_last_good: false,
+            ..w.options()
+        };
+        let started = wdp_host::Host::start(refuse, wdp_host::Metrics::new())
             .await
             .unwrap_err()
             .to_string();

@@ -11,6 +11,7 @@ mod dra;
 mod dra_partitions;
 mod dra_reboot;
 mod guest_threads;
+mod last_good;
 mod pinned;
 mod serving;
 mod shutdown;

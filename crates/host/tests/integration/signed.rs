@@ -11,7 +11,7 @@ use std::process::Command;
 
 use crate::common::{WAIT, World, allocate_one};
 
-const SIGNED: &str = "example.com/signed";
+pub(crate) const SIGNED: &str = "example.com/signed";
 
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
@@ -27,7 +27,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 }
 
 /// Makes `keys/<name>.pem` and `keys/<name>.pub` in the config directory.
-fn key_pair(world: &World, name: &str) {
+pub(crate) fn key_pair(world: &World, name: &str) {
     let keys = world.config().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
     openssl(
@@ -57,7 +57,7 @@ fn key_pair(world: &World, name: &str) {
 
 /// Signs `guests/<guest>` with `keys/<key>.pem` (raw DER, as
 /// `openssl dgst -sign` writes it) into `guests/<guest>.sig`.
-fn sign(world: &World, guest: &str, key: &str) {
+pub(crate) fn sign(world: &World, guest: &str, key: &str) {
     openssl(
         &world.config(),
         &[
@@ -75,7 +75,7 @@ fn sign(world: &World, guest: &str, key: &str) {
 /// One device node served with the allocate shaper as its allocate guest,
 /// signed by `keys/release.pem`; `host.toml` trusts `keys/release.pub`
 /// when `in_host` is set, else the resource file does.
-fn signed_world(in_host: bool) -> World {
+pub(crate) fn signed_world(in_host: bool) -> World {
     let world = World::new(None);
     key_pair(&world, "release");
     key_pair(&world, "other");

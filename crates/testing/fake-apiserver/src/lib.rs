@@ -3,8 +3,8 @@
 //! [`FakeApiServer`] listens on plain HTTP on `127.0.0.1` and serves what a DRA driver built on
 //! kube-rs uses: `resource.k8s.io/v1` ResourceSlices (get, list, watch, create, replace, merge
 //! and JSON patch, delete, delete-collection with field and label selectors), ResourceClaims (get, list,
-//! watch, and the `status` subresource: get, replace, patch) and core/v1 Nodes (get, list, watch),
-//! plus `/version`. It keeps the API server's rules that a client can trip over: one global
+//! watch, and the `status` subresource: get, replace, patch), core/v1 Nodes (get, list, watch,
+//! patch) and Events (create), plus `/version`. It keeps the API server's rules that a client can trip over: one global
 //! resourceVersion, 409 on stale versions and existing names, 404/410 `Status` answers,
 //! server-owned metadata, and the ResourceSlice and ResourceClaim status validation of the served
 //! version (1.34 by default, [`FakeApiServer::set_served_minor`]) with field paths in 422
@@ -28,6 +28,7 @@ mod admission;
 mod app_state;
 mod claim_status;
 mod collection;
+mod events;
 mod extended_resource;
 mod faults;
 mod identity;
@@ -58,7 +59,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use extended_resource::{EXTENDED_RESOURCE_CLAIM_ANNOTATION, ExtendedResourceRequest};
-pub use k8s_openapi::api::core::v1::Node;
+pub use k8s_openapi::api::core::v1::{Event, Node};
 pub use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 pub use stats::{RejectedWrite, Stats};
 pub use throttle::{Throttle, ThrottleBody, WriteAttempt};
@@ -277,6 +278,21 @@ impl FakeApiServer {
         std::collections::BTreeMap<String, String>,
     > {
         wait::node_labels_until(&self.store, name, pred, timeout).await
+    }
+
+    /// Every core/v1 Event posted, in order.
+    pub fn events(&self) -> Vec<Event> {
+        self.store.events.all()
+    }
+
+    /// Waits until `pred` holds for the Events posted (checked now and
+    /// after each post); the Events last seen on timeout.
+    pub async fn wait_for_events<F: Fn(&[Event]) -> bool>(
+        &self,
+        pred: F,
+        timeout: Duration,
+    ) -> Result<Vec<Event>, Vec<Event>> {
+        self.store.events.until(pred, timeout).await
     }
 
     /// Creates or replaces a Node; returns the stored node.

@@ -59,6 +59,10 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         .route("/api/v1/nodes", get(list_cluster::<Node>))
         .route(
+            "/api/v1/namespaces/{namespace}/events",
+            axum::routing::post(crate::events::create_event),
+        )
+        .route(
             "/api/v1/nodes/{name}",
             get(get_cluster::<Node>).patch(crate::nodes::patch_node),
         )

@@ -120,6 +120,7 @@ impl World {
             node_name: "node-a".to_owned(),
             instance_id: None,
             pod_resources_socket: self.tmp.path().join("pod-resources/kubelet.sock"),
+            serve_last_good: true,
         }
     }
 

@@ -88,6 +88,8 @@ pub(crate) struct Store {
     pub(crate) stats: Mutex<Stats>,
     /// The device sets of each node's pool, change by change.
     pub(crate) pool_history: Mutex<PoolHistory>,
+    /// The core/v1 Events posted.
+    pub(crate) events: crate::events::EventLog,
 }
 
 impl std::fmt::Debug for Store {
@@ -108,6 +110,7 @@ impl Store {
             config: Mutex::new(ServerConfig::default()),
             stats: Mutex::new(Stats::default()),
             pool_history: Mutex::new(PoolHistory::default()),
+            events: crate::events::EventLog::default(),
         }
     }
 
