@@ -54,6 +54,7 @@ mod watch;
 pub use api_switch::{POD_RESOURCES_POLL, POD_RESOURCES_RETRY_MAX, RECENT_GRANTS};
 pub use config_sets::{SwitchState, set_for_label};
 pub use error::HostError;
+pub use last_good::SNAPSHOT_DIR;
 pub use metrics::Metrics;
 pub use offline::{
     HookReport, LoadedResource, PrecompileReport, ResourceReport, check, check_set, load_offline,
@@ -62,7 +63,6 @@ pub use offline::{
 pub use options::{
     DEFAULT_PLUGINS_DIR, DEFAULT_POD_RESOURCES_SOCKET, DEFAULT_STATE_DIR, HostOptions,
 };
-pub use last_good::SNAPSHOT_DIR;
 pub use reload::ReloadSummary;
 pub use start_config::EVENT_REASON;
 pub use supervisor::Host;

@@ -355,10 +355,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         node_name: args.node_name.unwrap_or_default(),
         instance_id: args.instance_id,
         pod_resources_socket: args.pod_resources_socket,
-        serve_last_good: matches!(
-            args.invalid_config_at_start,
-            InvalidConfigAtStart::LastGood
-        ),
+        serve_last_good: matches!(args.invalid_config_at_start, InvalidConfigAtStart::LastGood),
     };
     let host = Host::start(options, metrics)
         .await
