@@ -5,7 +5,12 @@
 //!
 //! - **At start** the host serves the set recorded in
 //!   `<state-dir>/config-set` (the last one applied) when the directory
-//!   still holds it, else the default set, and says which.
+//!   still holds it, else the default set, and says which; when the
+//!   recorded set no longer loads, the last good snapshot
+//!   (`crate::start_config`), else the default set.
+//! - **One set's mistake stays with it**: a folder under `sets/` whose
+//!   name cannot name a set is set aside (ERROR at start); only a node
+//!   whose label names it is refused (`failed`, `config_valid` 0).
 //! - **While serving** it follows the node's label (`[config-sets]
 //!   node-label`, default `wasm-device-plugin.io/config`): a value naming a
 //!   set applies that set as a live reload (validated first, only what
