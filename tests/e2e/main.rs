@@ -12,6 +12,7 @@ mod dra;
 mod guests;
 mod hardware;
 mod hostile_input;
+mod last_good;
 mod least_privilege;
 mod new_guest;
 mod ops;

@@ -128,6 +128,12 @@ impl World {
             registry.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
+        // The world's own state folder (the last good snapshot, the set
+        // record), unless the test names one.
+        let state = self.tmp.path().join("state");
+        if !extra.contains(&"--state-dir") {
+            args.extend(["--state-dir", state.to_str().unwrap()]);
+        }
         Plugin::spawn(&args, self.tmp.path())
     }
 
