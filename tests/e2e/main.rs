@@ -22,4 +22,5 @@ mod polyglot;
 mod polyglot_dra;
 mod recipes;
 mod reload;
+mod restart_matrix;
 mod visibility;

@@ -130,3 +130,20 @@ async fn json_logs_are_one_object_per_line() {
         );
     }
 }
+
+#[test]
+fn run_help_says_configuration_sets_use_the_kubeconfig_and_the_node_name() {
+    let (code, help, stderr) = crate::support::run_to_end(&["run", "--help"]);
+    assert_eq!(code, 0, "{stderr}");
+    let option = |name: &str| -> String {
+        let start = help.find(&format!("--{name}")).unwrap();
+        let rest = &help[start..];
+        let end = rest[2..].find("\n      --").map_or(rest.len(), |e| e + 2);
+        rest[..end].split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let kubeconfig = option("kubeconfig");
+    assert!(kubeconfig.contains("configuration sets"), "{kubeconfig}");
+    assert!(!kubeconfig.contains("Unused without DRA"), "{kubeconfig}");
+    let node_name = option("node-name");
+    assert!(node_name.contains("configuration sets"), "{node_name}");
+}

@@ -121,3 +121,80 @@ fn a_file_the_host_would_refuse_is_never_packaged() {
     std::fs::remove_file(guests.join("broken.wasm")).unwrap();
     refused("no .wasm guest");
 }
+
+/// A P-256 private key made by openssl at `path` (PKCS#8 PEM).
+fn p256_key(path: &Path) {
+    let status = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ])
+        .arg(path)
+        .status()
+        .expect("the openssl command line must be installed");
+    assert!(status.success());
+}
+
+/// The `.sig` files beneath `dir`.
+fn signatures(dir: &Path) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".sig"))
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn signing_vouches_for_no_guest_of_a_refused_package() {
+    let world = World::new();
+    let guests = world.tmp.path().join("guests");
+    std::fs::create_dir_all(&guests).unwrap();
+    std::fs::copy(
+        wdp_guest_artifacts::ALLOCATE_SHAPER,
+        guests.join("good.wasm"),
+    )
+    .unwrap();
+    std::fs::write(guests.join("broken.wasm"), b"not a component").unwrap();
+    let key = world.tmp.path().join("release.pem");
+    p256_key(&key);
+    let archive = world.tmp.path().join("signed.oci.tar");
+    let args = [
+        "package",
+        "--guests",
+        guests.to_str().unwrap(),
+        "--output",
+        archive.to_str().unwrap(),
+        "--sign-key",
+        key.to_str().unwrap(),
+    ];
+    let (code, out, stderr) = run_to_end(&args);
+    assert_ne!(code, 0, "{out}");
+    assert!(stderr.contains("guests/broken.wasm"), "{stderr}");
+    assert_eq!(signatures(&guests), Vec::<String>::new(), "{out}");
+    assert!(!out.contains("signed"), "{out}");
+    assert!(!archive.exists());
+
+    // Packaging that fails after the guests loaded (the output cannot be
+    // written) takes its signatures back too.
+    std::fs::remove_file(guests.join("broken.wasm")).unwrap();
+    std::fs::write(world.tmp.path().join("file"), b"").unwrap();
+    let blocked = world.tmp.path().join("file/out.oci.tar");
+    let mut blocked_args = args;
+    blocked_args[4] = blocked.to_str().unwrap();
+    let (code, out, _) = run_to_end(&blocked_args);
+    assert_ne!(code, 0, "{out}");
+    assert_eq!(signatures(&guests), Vec::<String>::new(), "{out}");
+
+    // Once every guest loads, each is signed and packaged.
+    let (code, out, stderr) = run_to_end(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(signatures(&guests), ["good.wasm.sig"], "{out}");
+    assert!(out.contains("signed guests/good.wasm"), "{out}");
+}

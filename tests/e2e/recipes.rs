@@ -223,8 +223,8 @@ async fn nvidia_recipe_gives_a_container_its_gpus_control_nodes_and_index_list()
 /// lacks added as fixture nodes.
 fn h100_world() -> World {
     let world = World::new();
-    let tarball = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/real-nodes/h100-vm.tgz");
+    let tarball =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real-nodes/h100-vm.tgz");
     assert!(tarball.exists(), "{} is missing", tarball.display());
     let status = std::process::Command::new("tar")
         .arg("xzf")

@@ -8,7 +8,8 @@
 //! - **what the state folder holds at the next start**: as left, the
 //!   switch record missing, truncated or garbage, the DRA checkpoint
 //!   truncated;
-//! - **what is reachable at the next start**: PodResources or not.
+//! - **what is reachable at the next start**: PodResources, the API
+//!   server.
 //!
 //! The promises: **no device in two places** (a device a container holds
 //! through the device plugin is never published through DRA, a device a
@@ -80,6 +81,9 @@ struct Case {
     /// Whether PodResources answers when the host starts again (it comes
     /// back later when not).
     pod_resources_at_start: bool,
+    /// Whether the API server answers when the host starts again (it comes
+    /// back later when not).
+    api_at_start: bool,
 }
 
 /// The node: fixture devices, the kubelet stand-ins and the API server.
@@ -370,6 +374,12 @@ async fn to_device_plugin(case: Case) {
     let mut plugin = node.spawn();
     node.wait_published(&plugin, &["/dev/hot0", "/dev/hot1"])
         .await;
+    node.dra
+        .wait_for("the driver's registration", LONG, |s| {
+            s.drivers.contains_key(DRIVER)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
     let claim = put_claim(&node.api);
     let prepared = node
         .dra
@@ -387,11 +397,19 @@ async fn to_device_plugin(case: Case) {
             .await;
         node.wait_offered(&plugin, &["hot1"]).await;
     }
+    let registrations = node
+        .dra
+        .state()
+        .registrations
+        .get(DRIVER)
+        .copied()
+        .unwrap_or(0);
     node.stop(&mut plugin, case.stop).await;
     if case.edit == Edit::Offline {
         node.serve_through("device-plugin");
     }
     node.damage(case.damage);
+    node.api.set_refusing(!case.api_at_start);
 
     let plugin = node.spawn();
     if case.damage == Damage::CheckpointTruncated {
@@ -412,6 +430,14 @@ async fn to_device_plugin(case: Case) {
         .wait_for_log("resuming the switch from DRA to the device-plugin API")
         .await;
     node.wait_offered(&plugin, &["hot1"]).await;
+    if !case.api_at_start {
+        // The driver's slices cannot be deleted yet: tried again until the
+        // API server answers, while the device plugin withholds hot0.
+        plugin
+            .wait_for_log("cannot delete the ResourceSlices of a driver no longer served")
+            .await;
+        node.api.set_refusing(false);
+    }
     // The kubelet admits nothing the claim holds.
     let admission = node.kubelet.admit(RESOURCE, 1).await.unwrap();
     assert_eq!(admission.devices, ["hot1"], "{}", plugin.log());
@@ -423,6 +449,7 @@ async fn to_device_plugin(case: Case) {
     node.dra
         .wait_for("the draining driver's registration", LONG, |s| {
             s.drivers.contains_key(DRIVER)
+                && s.registrations.get(DRIVER).is_some_and(|&n| n > registrations)
         })
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
@@ -446,7 +473,7 @@ async fn run(case: Case) {
 
 /// The matrix: one test per row.
 macro_rules! matrix {
-    ($($name:ident: $direction:ident, $stop:ident, $edit:ident, $damage:ident, $pod_resources:expr;)*) => {
+    ($($name:ident: $direction:ident, $stop:ident, $edit:ident, $damage:ident, $pod_resources:expr, $api:expr;)*) => {
         $(
             #[tokio::test]
             async fn $name() {
@@ -456,6 +483,7 @@ macro_rules! matrix {
                     edit: Edit::$edit,
                     damage: Damage::$damage,
                     pod_resources_at_start: $pod_resources,
+                    api_at_start: $api,
                 })
                 .await;
             }
@@ -464,17 +492,18 @@ macro_rules! matrix {
 }
 
 matrix! {
-    to_dra_edited_while_stopped_after_sigterm: ToDra, Term, Offline, None, true;
-    to_dra_edited_while_stopped_after_sigkill: ToDra, Kill, Offline, None, true;
-    to_dra_live_then_sigkill: ToDra, Kill, Live, None, true;
-    to_dra_live_then_sigkill_record_missing: ToDra, Kill, Live, RecordMissing, true;
-    to_dra_live_then_sigkill_record_truncated: ToDra, Kill, Live, RecordTruncated, true;
-    to_dra_live_then_sigterm_record_garbage: ToDra, Term, Live, RecordGarbage, true;
-    to_dra_edited_while_stopped_pod_resources_away_at_start: ToDra, Term, Offline, None, false;
-    to_device_plugin_edited_while_stopped_after_sigterm: ToDevicePlugin, Term, Offline, None, true;
-    to_device_plugin_edited_while_stopped_after_sigkill: ToDevicePlugin, Kill, Offline, None, true;
-    to_device_plugin_live_then_sigkill: ToDevicePlugin, Kill, Live, None, true;
-    to_device_plugin_live_then_sigterm_record_truncated: ToDevicePlugin, Term, Live, RecordTruncated, true;
-    to_device_plugin_live_then_sigkill_record_missing: ToDevicePlugin, Kill, Live, RecordMissing, true;
-    to_device_plugin_edited_while_stopped_checkpoint_truncated: ToDevicePlugin, Term, Offline, CheckpointTruncated, true;
+    to_dra_edited_while_stopped_after_sigterm: ToDra, Term, Offline, None, true, true;
+    to_dra_edited_while_stopped_after_sigkill: ToDra, Kill, Offline, None, true, true;
+    to_dra_live_then_sigkill: ToDra, Kill, Live, None, true, true;
+    to_dra_live_then_sigkill_record_missing: ToDra, Kill, Live, RecordMissing, true, true;
+    to_dra_live_then_sigkill_record_truncated: ToDra, Kill, Live, RecordTruncated, true, true;
+    to_dra_live_then_sigterm_record_garbage: ToDra, Term, Live, RecordGarbage, true, true;
+    to_dra_edited_while_stopped_pod_resources_away_at_start: ToDra, Term, Offline, None, false, true;
+    to_device_plugin_edited_while_stopped_after_sigterm: ToDevicePlugin, Term, Offline, None, true, true;
+    to_device_plugin_edited_while_stopped_after_sigkill: ToDevicePlugin, Kill, Offline, None, true, true;
+    to_device_plugin_live_then_sigkill: ToDevicePlugin, Kill, Live, None, true, true;
+    to_device_plugin_live_then_sigterm_record_truncated: ToDevicePlugin, Term, Live, RecordTruncated, true, true;
+    to_device_plugin_live_then_sigkill_record_missing: ToDevicePlugin, Kill, Live, RecordMissing, true, true;
+    to_device_plugin_edited_while_stopped_checkpoint_truncated: ToDevicePlugin, Term, Offline, CheckpointTruncated, true, true;
+    to_device_plugin_edited_while_stopped_api_server_away_at_start: ToDevicePlugin, Kill, Offline, None, true, false;
 }

@@ -25,7 +25,9 @@
 //! ([`Metrics`]) and the host's own families;
 //! `api_switch` hands a resource's devices over when a reload moves it
 //! between the device-plugin API and DRA, `switching` is the host's side
-//! of that, and `switch_record` what of it survives a restart;
+//! of that, `switch_record` what of it survives a restart, and `resume`
+//! what a starting host learns from the node (the kubelet's and the DRA
+//! drivers' checkpoints) before it serves a resource either API may hold;
 //! `offline` is `check`, `test` and `precompile` ([`check`],
 //! [`load_offline`], [`precompile`]); `error` is the one error type
 //! ([`HostError`]).
@@ -41,7 +43,9 @@ pub mod metrics;
 mod offline;
 mod options;
 mod preflight;
+mod refusal;
 mod reload;
+mod resume;
 mod running;
 mod set_follower;
 mod shutdown;

@@ -36,6 +36,17 @@ pub struct ConfigSetLabels {
     pub digest: String,
 }
 
+/// Label set: a resource and a source of what the node holds that cannot
+/// be read.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UnreadableLabels {
+    /// The resource whose devices are withheld meanwhile.
+    pub resource: String,
+    /// `switch-record`, `dra-checkpoint`, `kubelet-checkpoint` or
+    /// `pod-resources`.
+    pub source: String,
+}
+
 /// The families the host counts, registered once.
 #[derive(Debug)]
 pub struct HostMetrics {
@@ -48,6 +59,14 @@ pub struct HostMetrics {
     pub config_set_info: Family<ConfigSetLabels, Gauge>,
     /// `wasm_device_plugin_kubelet_restarts_total`.
     pub kubelet_restarts: Counter,
+    /// `wasm_device_plugin_holdings_unreadable`: 1 while a source of which
+    /// devices the other kubelet API holds cannot be read (the resource's
+    /// devices are withheld meanwhile), by resource and source.
+    pub holdings_unreadable: Family<UnreadableLabels, Gauge>,
+    /// Per configuration set, the key of its latest refusal
+    /// (the `refusal` module's key) since it last loaded: the same refusal
+    /// again is not counted again.
+    refusals: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl HostMetrics {
@@ -58,6 +77,8 @@ impl HostMetrics {
             config_valid: Gauge::default(),
             config_set_info: Family::default(),
             kubelet_restarts: Counter::default(),
+            holdings_unreadable: Family::default(),
+            refusals: std::sync::Mutex::default(),
         };
         registry.register(
             "reloads",
@@ -79,17 +100,62 @@ impl HostMetrics {
             "Kubelet restarts noticed (kubelet.sock created again or our socket removed)",
             metrics.kubelet_restarts.clone(),
         );
+        registry.register(
+            "holdings_unreadable",
+            "1 while a source of which devices the other kubelet API holds (switch record, DRA checkpoint, the kubelet's device-manager checkpoint, PodResources) cannot be read; the resource's devices are withheld meanwhile",
+            metrics.holdings_unreadable.clone(),
+        );
         metrics
     }
 
-    /// Counts one reload and sets `config_valid`.
+    /// Sets whether `source` of `resource`'s holdings is unreadable now.
+    pub fn set_holdings_unreadable(&self, resource: &str, source: &str, unreadable: bool) {
+        self.holdings_unreadable
+            .get_or_create(&UnreadableLabels {
+                resource: resource.to_owned(),
+                source: source.to_owned(),
+            })
+            .set(i64::from(unreadable));
+    }
+
+    /// Counts one reload and sets `config_valid`; a success forgets the
+    /// refusals seen so far.
     pub fn reload(&self, ok: bool) {
+        if ok {
+            self.refusals
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clear();
+        }
         self.reloads
             .get_or_create(&ResultLabel {
                 result: if ok { "success" } else { "failure" }.to_owned(),
             })
             .inc();
         self.config_valid.set(i64::from(ok));
+    }
+
+    /// A refusal of configuration set `set`, keyed by what was refused
+    /// (`key`: the content and the error): counted as a failed reload
+    /// unless it is the set's latest refusal already. Sets `config_valid`
+    /// to 0 either way; answers whether it was counted (and is to be
+    /// logged).
+    pub fn refused(&self, set: &str, key: &str) -> bool {
+        self.config_valid.set(0);
+        let mut refusals = self
+            .refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if refusals.get(set).is_some_and(|last| last == key) {
+            return false;
+        }
+        refusals.insert(set.to_owned(), key.to_owned());
+        self.reloads
+            .get_or_create(&ResultLabel {
+                result: "failure".to_owned(),
+            })
+            .inc();
+        true
     }
 
     /// The configuration set served now (the one before is cleared).

@@ -81,7 +81,7 @@ pub(crate) fn plan(
     let mut fresh: BTreeMap<String, Arc<Resource>> = BTreeMap::new();
     for (name, spec) in &specs {
         match running.get(name) {
-            Some(existing) if existing.spec().same_as(spec) => {}
+            Some(existing) if existing.spec().same_as(spec) || existing.spec().serves_as(spec) => {}
             Some(existing) if existing.spec().config.api == spec.config.api => {
                 let set = existing.dry_run(spec)?;
                 check_publishable(spec, &set)?;

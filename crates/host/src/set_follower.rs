@@ -23,19 +23,26 @@ impl Host {
     /// reload, and records it as the one applied; on any error nothing
     /// changes and the error is returned (and counted).
     pub async fn switch_config_set(&self, set: Option<String>) -> Result<ReloadSummary, HostError> {
-        let result = self.try_reload(Some(set.clone())).await;
-        match &result {
-            Ok(_) => {
+        self.switch_set(set).await.map_err(|(error, _)| error)
+    }
+
+    /// [`switch_config_set`](Self::switch_config_set), its error saying
+    /// too whether this refusal is new (the same content refused for the
+    /// same reason again is counted and logged once).
+    async fn switch_set(&self, set: Option<String>) -> Result<ReloadSummary, (HostError, bool)> {
+        let before = self.config_content().await;
+        match self.try_reload(Some(set.clone())).await {
+            Ok(summary) => {
                 self.metrics.host.reload(true);
                 self.last_error.send_replace(None);
                 config_sets::record(&self.options.state_dir, set.as_deref());
+                Ok(summary)
             }
             Err(error) => {
-                self.metrics.host.reload(false);
-                self.last_error.send_replace(Some(error.to_string()));
+                let new = self.refused(set.as_deref(), before, &error).await;
+                Err((error, new))
             }
         }
-        result
     }
 
     /// Starts following the node's label that picks the configuration
@@ -167,7 +174,7 @@ fn follow_label(
             }
             reporter.report(&value, SwitchState::Pending).await;
             refused = true;
-            let outcome = host.switch_config_set(wanted.clone()).await;
+            let outcome = host.switch_set(wanted.clone()).await;
             let shown_label = format!("{label}={}", value.as_deref().unwrap_or(""));
             match outcome {
                 Ok(summary) => {
@@ -175,10 +182,11 @@ fn follow_label(
                     tracing::info!(from = %shown(current.as_deref()), to = %shown(wanted.as_deref()), label = %shown_label, added = ?summary.added, removed = ?summary.removed, updated = ?summary.updated, "configuration set switched");
                     reporter.report(&value, SwitchState::Success).await;
                 }
-                Err(error) => {
+                Err((error, true)) => {
                     tracing::error!(%error, label = %shown_label, wanted = %shown(wanted.as_deref()), serving = %shown(current.as_deref()), sets = %describe_available(&dir), "configuration set refused; the current one keeps serving");
                     reporter.report(&value, SwitchState::Failed).await;
                 }
+                Err((_, false)) => reporter.report(&value, SwitchState::Failed).await,
             }
         }
     });

@@ -144,8 +144,9 @@ impl Host {
         // do: their `ListAndWatch` waits for the scan. A scan that fails
         // takes them down again and the start fails.
         let mut served_early = BTreeMap::new();
+        let unserved = host.unserved_checkpoints().await;
         for resource in &resources {
-            if resource.spec().config.driver.is_none() && !host.handover_recorded(resource) {
+            if resource.spec().config.driver.is_none() && !host.may_resume(resource, &unserved) {
                 let server = host.device_plugin_server(resource.clone());
                 served_early.insert(resource.name().to_owned(), server);
             }
@@ -285,6 +286,7 @@ impl Host {
     /// error nothing changes and the error is returned (and logged, and
     /// counted).
     pub async fn reload(&self) -> Result<ReloadSummary, HostError> {
+        let before = self.config_content().await;
         let result = self.try_reload(None).await;
         match &result {
             Ok(summary) => {
@@ -297,9 +299,10 @@ impl Host {
                 }
             }
             Err(error) => {
-                self.metrics.host.reload(false);
-                self.last_error.send_replace(Some(error.to_string()));
-                tracing::error!(%error, "configuration refused; the last good configuration keeps serving");
+                let set = self.config.lock().await.set.clone();
+                if self.refused(set.as_deref(), before, error).await {
+                    tracing::error!(%error, "configuration refused; the last good configuration keeps serving");
+                }
             }
         }
         result
@@ -326,15 +329,17 @@ impl Host {
         // latest change uses go: memory stays bounded however many edits a
         // guest sees, and reverting the latest edit finds its builds compiled.
         let used = builds_in_use(running.values());
-        let mut previous = self
-            .previous_builds
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if used != builds_before {
-            *previous = builds_before;
+        {
+            let mut previous = self
+                .previous_builds
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if used != builds_before {
+                *previous = builds_before;
+            }
+            self.engine
+                .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
         }
-        self.engine
-            .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
         self.metrics.host.set_config_set(
             config_sets::shown(new_config.set.as_deref()),
             &new_config.digest,
@@ -436,6 +441,13 @@ impl Host {
             };
             let old = r.resource.spec();
             if old.same_as(&spec) {
+                summary.unchanged.push(name);
+                continue;
+            }
+            // The same resource read from another set's files: its new
+            // paths are taken, and it is not named as updated.
+            if old.serves_as(&spec) {
+                r.resource.replace_spec(spec);
                 summary.unchanged.push(name);
                 continue;
             }

@@ -88,11 +88,16 @@ fn default_architecture() -> &'static str {
 }
 
 /// Packages, after loading every guest with the host's rules; prints the
-/// digest to pin and each guest's own digest.
+/// digest to pin and each guest's own digest. With `--sign-key`, the key
+/// is read and every guest loaded before any signature is written, and the
+/// signatures written are taken back when packaging fails: nothing is
+/// vouched for that is not packaged.
 pub fn run(args: PackageArgs) -> anyhow::Result<()> {
-    if let Some(key) = &args.sign_key {
-        sign_guests(&args.guests, key)?;
-    }
+    let key = args
+        .sign_key
+        .as_deref()
+        .map(|file| GuestSigningKey::read(file).map(|key| (file, key)))
+        .transpose()?;
     let options = PackageOptions {
         guests: args.guests,
         config: args.config,
@@ -109,7 +114,18 @@ pub fn run(args: PackageArgs) -> anyhow::Result<()> {
             .load_bytes(&file.path, &file.bytes)
             .with_context(|| format!("{}: not a guest this host loads", file.path))?;
     }
-    let report = package(&options)?;
+    let signed = match &key {
+        Some((file, key)) => sign_guests(&options.guests, &files, file, key)?,
+        None => Signed::default(),
+    };
+    let report = match package(&options) {
+        Ok(report) => report,
+        Err(error) => {
+            signed.take_back();
+            return Err(error.into());
+        }
+    };
+    signed.print();
     println!("wrote {}", report.output.display());
     for file in &report.files {
         println!("  {} {}", file.path, file.digest);
@@ -122,23 +138,58 @@ pub fn run(args: PackageArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes a signature beside every guest (`.wasm`) beneath `guests` with
-/// the private key in `key_file`; prints each with the key's fingerprint.
-fn sign_guests(guests: &Path, key_file: &Path) -> anyhow::Result<()> {
-    let key = GuestSigningKey::read(key_file)?;
-    let files = wdp_guest_package::collect_inputs(guests, None)?;
+/// The signatures `package --sign-key` wrote, each with what its file held
+/// before (`None`: no file), to take back should packaging fail.
+#[derive(Default)]
+struct Signed {
+    written: Vec<(PathBuf, Option<Vec<u8>>)>,
+    lines: Vec<String>,
+}
+
+impl Signed {
+    /// Puts every signature file back as it was.
+    fn take_back(&self) {
+        for (path, before) in self.written.iter().rev() {
+            let _ = match before {
+                Some(bytes) => std::fs::write(path, bytes),
+                None => std::fs::remove_file(path),
+            };
+        }
+    }
+
+    /// Prints one line per guest signed.
+    fn print(&self) {
+        for line in &self.lines {
+            println!("{line}");
+        }
+    }
+}
+
+/// Writes a signature beside every guest of `files` (collected from
+/// `guests`, each loaded already) with `key`, read from `key_file`; on a
+/// failure, the signatures written so far are taken back.
+fn sign_guests(
+    guests: &Path,
+    files: &[wdp_guest_package::PackagedFile],
+    key_file: &Path,
+    key: &GuestSigningKey,
+) -> anyhow::Result<Signed> {
+    let mut signed = Signed::default();
     for file in files.iter().filter(|f| f.is_guest()) {
         let relative = file.path.strip_prefix("guests/").unwrap_or(&file.path);
-        let guest = guests.join(relative);
-        let signature = signature_path(&guest);
-        std::fs::write(&signature, key.sign(&file.bytes))
-            .with_context(|| format!("cannot write {}", signature.display()))?;
-        println!(
+        let signature = signature_path(&guests.join(relative));
+        let before = std::fs::read(&signature).ok();
+        if let Err(error) = std::fs::write(&signature, key.sign(&file.bytes)) {
+            signed.take_back();
+            return Err(error).with_context(|| format!("cannot write {}", signature.display()));
+        }
+        signed.written.push((signature, before));
+        signed.lines.push(format!(
             "signed {} with {} ({})",
             file.path,
             key_file.display(),
             key.public().fingerprint()
-        );
+        ));
     }
-    Ok(())
+    Ok(signed)
 }
