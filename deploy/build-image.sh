@@ -9,8 +9,9 @@
 # 1. builds the example guests (guests/build.sh when the repository has it;
 #    otherwise the cargo build below places them in config/guests/);
 # 2. builds a statically linked release binary for x86_64-unknown-linux-musl
-#    (mimalloc as its allocator, told by the image's environment to commit
-#    memory lazily and return it at once; figures in deploy/README.md);
+#    with musl's own allocator, which needs no environment to keep its heap
+#    small (mimalloc, the feature `mimalloc`, held 4-8x the memory: figures
+#    in docs/performance.md, "Memory of the image's binary");
 # 3. lays out the image's root filesystem: the binary at
 #    /usr/local/bin/wasm-device-plugin, the shipped config/ with its guests at
 #    /etc/wasm-device-plugin/config, an empty /tmp, nothing else (FROM scratch);
@@ -53,7 +54,8 @@ die() { printf 'build-image.sh: error: %s\n' "$*" >&2; exit 1; }
 
 # --- toolchain (idempotent) ----------------------------------------------------
 bash tools/toolchain.sh "$TARGET" >/dev/null
-# mimalloc (C) is compiled for musl with musl-gcc.
+# The C and assembly parts of dependencies (ring, psm, wasmtime's fibers)
+# are compiled for musl with musl-gcc.
 if ! command -v musl-gcc >/dev/null 2>&1; then
   command -v apt-get >/dev/null 2>&1 || die "musl-gcc is missing: install musl-tools"
   log "installing Debian's musl-tools"
@@ -69,8 +71,9 @@ fi
 log "building the static binary (profile $PROFILE, $TARGET, without the demo and its test doubles)"
 # `demo` (the simulated kubelet and the in-process API server it runs
 # against) is a default feature for `cargo run`; the image's binary leaves
-# it out, keeping mimalloc.
-cargo build --profile "$PROFILE" --locked --target "$TARGET" -p wasm-device-plugin --no-default-features --features mimalloc
+# it out. No `mimalloc` either: musl's allocator (issue 52; CI checks the
+# binary's idle RSS and a reload storm against a budget, tools/image-memory.py).
+cargo build --profile "$PROFILE" --locked --target "$TARGET" -p wasm-device-plugin --no-default-features
 BIN="$TARGET_DIR/$TARGET/$PROFILE/wasm-device-plugin"
 [ -x "$BIN" ] || die "$BIN was not built"
 
@@ -121,8 +124,6 @@ python3 "$DEPLOY_DIR/oci-image.py" pack \
   --entrypoint '["/usr/local/bin/wasm-device-plugin"]' \
   --cmd '["run","--config-dir","/etc/wasm-device-plugin/config","--host-root","/host","--metrics-addr","0.0.0.0:9847"]' \
   --expose 9847/tcp \
-  --env MIMALLOC_ARENA_EAGER_COMMIT=0 \
-  --env MIMALLOC_PURGE_DELAY=0 \
   --label org.opencontainers.image.title=wasm-device-plugin \
   --label "org.opencontainers.image.description=Kubernetes device plugin with per-device policy in WebAssembly components" \
   --label org.opencontainers.image.licenses=Apache-2.0 \

@@ -380,7 +380,7 @@ def main() -> int:
     variants: list[tuple[str, str, dict[str, str], Path]] = []
     if args.image_rootfs:
         env = image_env(args.archive) if args.archive else {}
-        variants.append(("image" + ("" if env else " (no image env)"),
+        variants.append(("image's binary" + "".join(f" {k}={v}" for k, v in env.items()),
                          str(args.image_rootfs / "usr/local/bin/wasm-device-plugin"), env,
                          args.image_rootfs / "etc/wasm-device-plugin/config"))
     for spec in args.variants:

@@ -29,9 +29,12 @@ use wdp_host::{Host, HostOptions};
 use registration::Registration;
 use tasks::{offline, wait_for_signal};
 
-/// The statically linked (musl) build uses mimalloc, which answered kubelet
-/// RPCs faster than musl's own allocator in `benches/kubelet_protocol.rs`
-/// (figures in deploy/README.md). glibc builds keep glibc's allocator.
+/// Only with the opt-in `mimalloc` feature on a musl target. The image's
+/// static binary keeps musl's own allocator: mimalloc held 4-8x the heap
+/// at idle and in a reload storm without options only an environment can
+/// give it, and about 20 MiB after a storm with them (issue 52; figures
+/// in docs/performance.md, "Memory of the image's binary"). glibc builds
+/// keep glibc's allocator.
 #[cfg(all(target_env = "musl", feature = "mimalloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
