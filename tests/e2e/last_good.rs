@@ -19,7 +19,9 @@ async fn a_restart_on_a_broken_configuration_keeps_the_devices_unless_told_to_re
     let mut plugin = world.spawn();
     kubelet.wait_registered(FUSE, 1, WAIT).await.unwrap();
     // Registered comes before the snapshot is kept and SIGTERM handled.
-    plugin.wait_for_log("running; SIGTERM or SIGINT stops").await;
+    plugin
+        .wait_for_log("running; SIGTERM or SIGINT stops")
+        .await;
     assert!(plugin.terminate().await.success(), "{}", plugin.log());
 
     // Broken while stopped: the start serves the last good configuration.

@@ -125,7 +125,7 @@ impl DevicePluginService {
                 .is_some_and(|shown| ids.clone().any(|id| shown.offers(id) && !now.offers(id)))
         };
         let mut shown = self.shown.subscribe();
-        if !stale(&*shown.borrow_and_update()) {
+        if !stale(&shown.borrow_and_update()) {
             return;
         }
         let told = tokio::time::timeout(KUBELET_TOLD_WAIT, shown.wait_for(|s| !stale(s))).await;

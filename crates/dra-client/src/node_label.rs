@@ -34,7 +34,7 @@ pub const PROBE_MAX: Duration = Duration::from_secs(30);
 /// backoff, the last value staying meanwhile; its recovery is logged once
 /// (INFO) as soon as the API server answers again: a watch that resumes
 /// brings no event until the node changes, so while failing the node is
-/// also read, with its own backoff ([`PROBE_FIRST`] to [`PROBE_MAX`]).
+/// also read, with its own backoff (1 s doubling to 30 s).
 /// Each outage is one WARN and one INFO, every outage.
 pub fn watch_node_label(
     client: Client,
