@@ -449,7 +449,9 @@ async fn to_device_plugin(case: Case) {
     node.dra
         .wait_for("the draining driver's registration", LONG, |s| {
             s.drivers.contains_key(DRIVER)
-                && s.registrations.get(DRIVER).is_some_and(|&n| n > registrations)
+                && s.registrations
+                    .get(DRIVER)
+                    .is_some_and(|&n| n > registrations)
         })
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));

@@ -203,13 +203,20 @@ struct RunArgs {
     )]
     invalid_config_at_start: InvalidConfigAtStart,
 
-    /// The kubeconfig DRA drivers use to reach the API server; the
-    /// in-cluster configuration when absent. Unused without DRA resources.
+    /// The kubeconfig the host reaches the API server with: DRA drivers
+    /// publish ResourceSlices and read claims through it, and with
+    /// configuration sets (a `sets/` folder in the config directory) the
+    /// node's label that picks the set is read, and its opt-in state label
+    /// written, through it. The in-cluster configuration when absent.
+    /// Unused with neither DRA resources nor configuration sets.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
 
     /// This node's name (the downward API's spec.nodeName): DRA resources
-    /// publish their ResourceSlices for it. Required with a DRA resource.
+    /// publish their ResourceSlices for it, and with configuration sets its
+    /// Node's label picks the set. Required with a DRA resource; with
+    /// configuration sets and no node name, the set served at start (the
+    /// one recorded, else the default) is never switched.
     #[arg(long, env = "NODE_NAME")]
     node_name: Option<String>,
 
