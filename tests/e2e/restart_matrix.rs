@@ -11,7 +11,10 @@
 //! - **what is reachable at the next start**: PodResources, the API
 //!   server.
 //!
-//! The promises: **no device in two places** (a device a container holds
+//! The promises: **the last good configuration serves** (a configuration
+//! broken while the host was stopped, its file or its guest, never takes
+//! the node's devices away: the snapshot of the last one that served
+//! does, its guest included); **no device in two places** (a device a container holds
 //! through the device plugin is never published through DRA, a device a
 //! prepared claim holds is never offered through the device plugin), and
 //! **every prepared claim is unprepared** (the driver it was prepared by
@@ -466,6 +469,91 @@ async fn to_device_plugin(case: Case) {
     node.wait_offered(&plugin, &["hot0", "hot1"]).await;
 }
 
+/// What breaks in the configuration while the host is stopped.
+#[derive(Clone, Copy, Debug)]
+enum Break {
+    /// The resource file is no TOML any more.
+    FileGarbage,
+    /// The resource file is cut in half.
+    FileTruncated,
+    /// The allocate guest is deleted.
+    GuestMissing,
+    /// The allocate guest is garbage.
+    GuestGarbage,
+}
+
+/// The last good configuration serves: after `stop` and `broken`, the
+/// restarted host registers the resource again and its (kept) allocate
+/// guest still shapes what a container gets.
+async fn last_good(stop: Stop, broken: Break) {
+    const FUSE: &str = "e2e.example.com/fuse";
+    let world = World::new();
+    world.add_node("/dev/fuse");
+    world.install_guest(wdp_guest_artifacts::ALLOCATE_SHAPER, "allocate-shaper.wasm");
+    let file = format!(
+        "version = 1\nresource = \"{FUSE}\"\n[[nodes]]\npath = \"/dev/fuse\"\n[hooks.allocate]\nguest = \"guests/allocate-shaper.wasm\"\n"
+    );
+    world.write_config("fuse.toml", &file);
+    let kubelet = world.kubelet().await;
+    let mut plugin = world.spawn();
+    kubelet.wait_registered(FUSE, 1, LONG).await.unwrap();
+    plugin
+        .wait_for_log("running; SIGTERM or SIGINT stops")
+        .await;
+    let first = kubelet.admit(FUSE, 1).await.unwrap();
+    let shaped = first.response.envs;
+    assert!(shaped.contains_key("WDP_VISIBLE_DEVICES"), "{shaped:?}");
+    assert!(kubelet.end_pod(&first.pod));
+    match stop {
+        Stop::Term => assert!(plugin.terminate().await.success(), "{}", plugin.log()),
+        Stop::Kill => {
+            let killed = std::process::Command::new("kill")
+                .args(["-KILL", &plugin.pid().to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+            plugin.wait(LONG).await.expect("no exit after SIGKILL");
+        }
+    }
+    let guest = world.config().join("guests/allocate-shaper.wasm");
+    let (named, broken_text) = match broken {
+        Break::FileGarbage => ("fuse.toml", Some("version = 1\nresource = 7\n".to_owned())),
+        Break::FileTruncated => ("fuse.toml", Some(file[..file.len() / 2].to_owned())),
+        Break::GuestMissing => {
+            std::fs::remove_file(&guest).unwrap();
+            ("allocate-shaper.wasm", None)
+        }
+        Break::GuestGarbage => {
+            std::fs::write(&guest, b"\0asm\x0d\0\x01\0garbage").unwrap();
+            ("allocate-shaper.wasm", None)
+        }
+    };
+    if let Some(text) = broken_text {
+        world.write_config("fuse.toml", &text);
+    }
+
+    let plugin = world.spawn();
+    kubelet
+        .wait_for("the restarted host's offer", LONG, |s| {
+            s.plugins
+                .get(FUSE)
+                .is_some_and(|r| r.registrations >= 2 && r.streaming && r.healthy_ids() == ["fuse"])
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
+    let log = plugin
+        .wait_for_log("serving the last good configuration")
+        .await;
+    assert!(log.contains("ERROR") && log.contains(named), "{log}");
+    let admission = kubelet.admit(FUSE, 1).await.unwrap();
+    assert_eq!(
+        admission.response.envs,
+        shaped,
+        "the kept guest shapes the answer\n{}",
+        plugin.log()
+    );
+}
+
 async fn run(case: Case) {
     match case.direction {
         Direction::ToDra => to_dra(case).await,
@@ -508,4 +596,24 @@ matrix! {
     to_device_plugin_live_then_sigkill_record_missing: ToDevicePlugin, Kill, Live, RecordMissing, true, true;
     to_device_plugin_edited_while_stopped_checkpoint_truncated: ToDevicePlugin, Term, Offline, CheckpointTruncated, true, true;
     to_device_plugin_edited_while_stopped_api_server_away_at_start: ToDevicePlugin, Kill, Offline, None, true, false;
+}
+
+/// The configuration rows: one test per way it stops and what breaks.
+macro_rules! config_matrix {
+    ($($name:ident: $stop:ident, $broken:ident;)*) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                last_good(Stop::$stop, Break::$broken).await;
+            }
+        )*
+    };
+}
+
+config_matrix! {
+    last_good_serves_after_sigterm_file_garbage: Term, FileGarbage;
+    last_good_serves_after_sigkill_file_garbage: Kill, FileGarbage;
+    last_good_serves_after_sigkill_file_truncated: Kill, FileTruncated;
+    last_good_serves_after_sigterm_guest_missing: Term, GuestMissing;
+    last_good_serves_after_sigkill_guest_garbage: Kill, GuestGarbage;
 }
