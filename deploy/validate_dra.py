@@ -23,6 +23,9 @@ DRA_RULES = {
     ("resource.k8s.io", "resourceclaims/status"): {"update"},
     ("resource.k8s.io", "resourceslices"): {"get", "list", "watch", "create", "update", "delete"},
     ("", "nodes"): {"get"},
+    # The Warning Event on the node when a start serves the last good
+    # configuration.
+    ("", "events"): {"create"},
 }
 
 # flag -> the hostPath it must be mounted from (same path inside).
@@ -63,8 +66,10 @@ def check_config_sets(
     failure: Callable[[str], Exception],
 ) -> str:
     """Configuration sets without DRA: the host reads its own Node's label,
-    so it needs a token, NODE_NAME and read access to nodes, and nothing
-    more (patch only when a host.toml asks to report the state)."""
+    so it needs a token, NODE_NAME and read access to nodes, create on
+    events (the Warning Event when a start serves the last good
+    configuration), and nothing more (patch only when a host.toml asks to
+    report the state)."""
     if pod.get("automountServiceAccountToken") is not True:
         raise failure(f"{where}: configuration sets need the service-account token mounted (the host reads its Node's label)")
     env = {e.get("name"): e for e in c.get("env", [])}
@@ -79,14 +84,20 @@ def check_config_sets(
     )
     wanted = {"get", "list", "watch"} | ({"patch"} if report_state else set())
     granted: set[str] = set()
+    events = False
     for role in roles:
         for rule in role.get("rules", []):
+            if rule.get("apiGroups") == [""] and rule.get("resources") == ["events"] and rule.get("verbs") == ["create"]:
+                events = True
+                continue
             if rule.get("apiGroups") != [""] or rule.get("resources") != ["nodes"]:
-                raise failure(f"{label}: ClusterRole {role['metadata']['name']} grants {rule}: configuration sets need nodes only")
+                raise failure(f"{label}: ClusterRole {role['metadata']['name']} grants {rule}: configuration sets need nodes and create on events only")
             granted |= set(rule.get("verbs", []))
     if granted != wanted:
         raise failure(f"{label}: configuration sets need {sorted(wanted)} on nodes, the ClusterRoles grant {sorted(granted)}")
-    return f"{label}: configuration sets: token, NODE_NAME and {sorted(wanted)} on nodes only"
+    if not events:
+        raise failure(f"{label}: configuration sets need create on events (the Warning Event of a start on the last good configuration)")
+    return f"{label}: configuration sets: token, NODE_NAME, {sorted(wanted)} on nodes and create on events only"
 
 
 def is_dra_object(doc: dict[str, Any]) -> bool:
