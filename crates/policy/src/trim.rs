@@ -14,8 +14,8 @@ use std::os::unix::fs::MetadataExt;
 
 /// Returns the allocator's free memory to the kernel: `malloc_trim(0)` on
 /// glibc, which releases the free pages of every arena, not only the top
-/// of the main one. Elsewhere (musl with mimalloc, whose image settings
-/// already return freed memory at once) it does nothing. Takes about a
+/// of the main one. Elsewhere (the image's musl build, whose allocator
+/// returns freed memory by itself) it does nothing. Takes about a
 /// millisecond; call it after work that freed a lot (a compile).
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
