@@ -11,7 +11,7 @@
 //!   `Allocate`) on the resource both sets serve alike, back to back: the
 //!   admissions made and how many failed (a switch must fail none).
 //!
-//! Figures in docs/operator-guide.md ("Configuration sets").
+//! Figures in docs/operator/configuration-sets.md.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
