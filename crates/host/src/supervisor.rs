@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, broadcast, watch};
 use tokio_util::sync::CancellationToken;
-use wdp_device_plugin::FolderEvent;
+use wdp_device_plugin::{FolderEvent, ServerHandle};
 use wdp_dra_driver::{DraApi, DraDriver, Draining};
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
@@ -139,24 +139,7 @@ impl Host {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(watcher);
         }
-        // Device-plugin resources with no handover to resume are served and
-        // registered while the first scans run, as the kubelet's own plugins
-        // do: their `ListAndWatch` waits for the scan. A scan that fails
-        // takes them down again and the start fails.
-        let mut served_early = BTreeMap::new();
-        let unserved = host.unserved_checkpoints().await;
-        for resource in &resources {
-            if resource.spec().config.driver.is_none() && !host.may_resume(resource, &unserved) {
-                let server = host.device_plugin_server(resource.clone());
-                served_early.insert(resource.name().to_owned(), server);
-            }
-        }
-        if let Err(error) = first_scans(&resources).await {
-            for server in served_early.into_values() {
-                server.stop().await;
-            }
-            return Err(error);
-        }
+        let served_early = host.serve_during_first_scans(&resources).await?;
         host.metrics.host.reload(chosen.refused.is_none());
         {
             let config = host.config.lock().await;
@@ -164,34 +147,68 @@ impl Host {
                 .host
                 .set_config_set(config_sets::shown(config.set.as_deref()), &config.digest);
         }
-        {
-            let mut running = host.running.lock().await;
-            for resource in resources {
-                let name = resource.name().to_owned();
-                let launched = match served_early.remove(&name) {
-                    Some(server) => host.running(resource, Serving::DevicePlugin(server)),
-                    None => {
-                        let launched = match host.resume_handover(&name, &resource).await {
-                            Ok(()) => host.launch(resource).await,
-                            Err(error) => Err(error),
-                        };
-                        match launched {
-                            Ok(launched) => launched,
-                            Err(error) => {
-                                // Nothing started so far stays served.
-                                host.shutdown.cancel();
-                                return Err(error);
-                            }
-                        }
-                    }
-                };
-                running.insert(name, launched);
-            }
-        }
+        host.launch_all(resources, served_early).await?;
         host.started(chosen.refused).await;
         host.reload_on_change(config_events);
         host.follow_set_label().await;
         Ok(host)
+    }
+
+    /// Serves and registers the device-plugin resources with no handover
+    /// to resume while the first scans run, as the kubelet's own plugins
+    /// do: their `ListAndWatch` waits for the scan. A scan that fails
+    /// takes them down again and fails the start.
+    async fn serve_during_first_scans(
+        &self,
+        resources: &[Arc<Resource>],
+    ) -> Result<BTreeMap<String, ServerHandle>, HostError> {
+        let mut served_early = BTreeMap::new();
+        let unserved = self.unserved_checkpoints().await;
+        for resource in resources {
+            if resource.spec().config.driver.is_none() && !self.may_resume(resource, &unserved) {
+                let server = self.device_plugin_server(resource.clone());
+                served_early.insert(resource.name().to_owned(), server);
+            }
+        }
+        if let Err(error) = first_scans(resources).await {
+            for server in served_early.into_values() {
+                server.stop().await;
+            }
+            return Err(error);
+        }
+        Ok(served_early)
+    }
+
+    /// Puts every resource in service: those `served_early` as they are,
+    /// the others once the handover they need is resumed. On an error
+    /// nothing started so far stays served.
+    async fn launch_all(
+        self: &Arc<Self>,
+        resources: Vec<Arc<Resource>>,
+        mut served_early: BTreeMap<String, ServerHandle>,
+    ) -> Result<(), HostError> {
+        let mut running = self.running.lock().await;
+        for resource in resources {
+            let name = resource.name().to_owned();
+            let launched = match served_early.remove(&name) {
+                Some(server) => self.running(resource, Serving::DevicePlugin(server)),
+                None => {
+                    let launched = match self.resume_handover(&name, &resource).await {
+                        Ok(()) => self.launch(resource).await,
+                        Err(error) => Err(error),
+                    };
+                    match launched {
+                        Ok(launched) => launched,
+                        Err(error) => {
+                            self.shutdown.cancel();
+                            return Err(error);
+                        }
+                    }
+                }
+            };
+            running.insert(name, launched);
+        }
+        Ok(())
     }
 
     /// The host's metrics.

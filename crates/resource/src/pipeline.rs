@@ -4,11 +4,11 @@
 //! guest), bound every size, and build the device set. Shared by
 //! refreshes, first loads and reload dry runs.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use wdp_hardware::{AdminNodes, Candidate, HostRoot, ListingCache, Selector};
+use wdp_hardware::{AdminNodes, Candidate, HostRoot, ListingCache};
 use wdp_policy::Hook;
 use wdp_policy::types::{Device, DeviceFacts, DeviceNode, Verdict};
 
@@ -23,6 +23,7 @@ use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
 use crate::held::HeldLayout;
 use crate::limits::KUBELET_MAX_MESSAGE_BYTES;
+use crate::scan::{scan, watch_paths};
 use crate::spec::ResourceSpec;
 use crate::validate;
 
@@ -149,33 +150,15 @@ pub fn run(
     let scan_warnings = warnings.len();
     let admin = AdminNodes::read(root);
     if mode == Mode::Serving
-        && let Some(settled) = &state.settled
-        && spec.guests.is_empty()
-        && settled.config == spec.config
-        && settled.admin == admin
-        && *state.present == scanned
+        && let Some(rerun) = settled_rerun(spec, state, &admin, &scanned, &mut warnings)
     {
-        warnings.extend(settled.warnings.iter().cloned());
-        return Ok(Refreshed {
-            set: Arc::clone(&state.set),
-            warnings,
-            watch_paths: settled.watch_paths.clone(),
-            present: Arc::clone(&state.present),
-        });
+        return Ok(rerun);
     }
     // The last run's devices, read back from its set.
     let last_devices = state.set.devices_advertised();
-    // Candidates of the previous scan that are absent now are remembered
-    // as gone; those back again are not.
     let present: Arc<Vec<Candidate>> = Arc::new(scanned);
     let by_id = index(&present);
-    let mut gone = state.gone.clone();
-    gone.retain(|id, _| !by_id.contains_key(id.as_str()));
-    for c in state.present.iter() {
-        if !by_id.contains_key(c.id.as_str()) {
-            gone.insert(c.id.clone(), c.clone());
-        }
-    }
+    let gone = gone_now(state, &by_id);
     let known = Known {
         present: &present,
         by_id,
@@ -215,17 +198,102 @@ pub fn run(
     let set = DeviceSet::build(&devices, &verdicts, &known)
         .with_companions(companions)
         .with_dra(dra);
-    let size = set.list_encoded_len();
-    if size > KUBELET_MAX_MESSAGE_BYTES {
-        return Err(refuse(format!(
-            "{} devices make a {size}-byte ListAndWatch message, above the kubelet's {KUBELET_MAX_MESSAGE_BYTES}-byte limit",
-            set.len()
-        )));
-    }
+    check_message_size(&set).map_err(refuse)?;
     let watch_paths = watch_paths(spec, root, &present, &gone);
     drop(known);
     drop((devices, verdicts, last_devices));
-    // Unchanged: the set being advertised stays, with its generation.
+    let outcome = Outcome {
+        admin,
+        warnings: warnings[scan_warnings..].to_vec(),
+        watch_paths: watch_paths.clone(),
+        present: Arc::clone(&present),
+        gone,
+    };
+    let set = keep_outcome(spec, state, set, outcome);
+    Ok(Refreshed {
+        set,
+        warnings,
+        watch_paths,
+        present,
+    })
+}
+
+/// A serving run whose scan found what the last, settled run found (no
+/// guest, the same config and administrative nodes): that run's set and
+/// watch paths, its warnings added to `warnings`.
+fn settled_rerun(
+    spec: &ResourceSpec,
+    state: &DiscoveryState,
+    admin: &AdminNodes,
+    scanned: &Vec<Candidate>,
+    warnings: &mut Vec<String>,
+) -> Option<Refreshed> {
+    let settled = state.settled.as_ref()?;
+    let same = spec.guests.is_empty()
+        && settled.config == spec.config
+        && settled.admin == *admin
+        && *state.present == *scanned;
+    if !same {
+        return None;
+    }
+    warnings.extend(settled.warnings.iter().cloned());
+    Some(Refreshed {
+        set: Arc::clone(&state.set),
+        warnings: std::mem::take(warnings),
+        watch_paths: settled.watch_paths.clone(),
+        present: Arc::clone(&state.present),
+    })
+}
+
+/// The candidates seen since the resource started that the scan indexed
+/// in `present_ids` does not find: those of the previous scan absent now
+/// join the ones gone before; those back again leave.
+fn gone_now(
+    state: &DiscoveryState,
+    present_ids: &HashMap<&str, usize>,
+) -> BTreeMap<String, Candidate> {
+    let mut gone = state.gone.clone();
+    gone.retain(|id, _| !present_ids.contains_key(id.as_str()));
+    for c in state.present.iter() {
+        if !present_ids.contains_key(c.id.as_str()) {
+            gone.insert(c.id.clone(), c.clone());
+        }
+    }
+    gone
+}
+
+/// Refuses a set whose `ListAndWatch` message would exceed the kubelet's
+/// receive limit.
+fn check_message_size(set: &DeviceSet) -> Result<(), String> {
+    let size = set.list_encoded_len();
+    if size > KUBELET_MAX_MESSAGE_BYTES {
+        return Err(format!(
+            "{} devices make a {size}-byte ListAndWatch message, above the kubelet's {KUBELET_MAX_MESSAGE_BYTES}-byte limit",
+            set.len()
+        ));
+    }
+    Ok(())
+}
+
+/// What a run found besides its set, kept in the state for the next one.
+struct Outcome {
+    admin: AdminNodes,
+    /// The warnings after the scan's (a settled rerun repeats them).
+    warnings: Vec<String>,
+    watch_paths: Vec<PathBuf>,
+    present: Arc<Vec<Candidate>>,
+    gone: BTreeMap<String, Candidate>,
+}
+
+/// Keeps the run's `set` and `outcome` in `state` and answers the set to
+/// advertise: the one advertised already when nothing changed (it keeps
+/// its generation), which settles a run that reads nothing but its scan.
+fn keep_outcome(
+    spec: &ResourceSpec,
+    state: &mut DiscoveryState,
+    set: DeviceSet,
+    outcome: Outcome,
+) -> SharedDeviceSet {
     let unchanged = *state.set == set;
     let set = if unchanged {
         Arc::clone(&state.set)
@@ -238,19 +306,14 @@ pub fn run(
         && spec.config.api == ServingApi::DevicePlugin;
     state.settled = settles.then(|| Settled {
         config: spec.config.clone(),
-        admin,
-        warnings: warnings[scan_warnings..].to_vec(),
-        watch_paths: watch_paths.clone(),
+        admin: outcome.admin,
+        warnings: outcome.warnings,
+        watch_paths: outcome.watch_paths,
     });
-    state.present = Arc::clone(&present);
-    state.gone = gone;
+    state.present = outcome.present;
+    state.gone = outcome.gone;
     state.set = Arc::clone(&set);
-    Ok(Refreshed {
-        set,
-        warnings,
-        watch_paths,
-        present,
-    })
+    set
 }
 
 /// What every guest stage of one run reads: the spec and its guests, the
@@ -261,50 +324,6 @@ struct Stages<'a> {
     present: &'a Arc<Vec<Candidate>>,
     known: &'a Known<'a>,
     mode: Mode,
-}
-
-/// The hardware scan: the candidates of every selector (each once, in
-/// selector order), with each one's replica count beside it. A selector
-/// that cannot be read refuses a strict run and is a warning otherwise.
-fn scan(
-    spec: &ResourceSpec,
-    root: &HostRoot,
-    listings: Option<&ListingCache>,
-    mode: Mode,
-    warnings: &mut Vec<String>,
-) -> Result<(Vec<Candidate>, Vec<u32>), ResourceError> {
-    let mut scanned: Vec<Candidate> = Vec::new();
-    let mut replicas: Vec<u32> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    for (i, selector) in spec.config.selectors.iter().enumerate() {
-        let one = std::slice::from_ref(selector);
-        let found = match listings {
-            Some(listings) => wdp_hardware::discover_cached(root, one, listings),
-            None => wdp_hardware::discover(root, one),
-        };
-        match found {
-            Ok(scan) => {
-                warnings.extend(scan.warnings);
-                let count = spec.config.replicas.get(&i).copied().unwrap_or(1);
-                for c in scan.candidates {
-                    if seen.insert(c.id.clone()) {
-                        scanned.push(c);
-                        replicas.push(count);
-                    }
-                }
-            }
-            Err(source) if mode == Mode::Strict => {
-                return Err(ResourceError::Hardware {
-                    file: spec.config.file.clone(),
-                    source,
-                });
-            }
-            Err(error) => warnings.push(format!("{}: {error}", describe(selector))),
-        }
-    }
-    // Held until the next scan: no room left over from growing.
-    scanned.shrink_to_fit();
-    Ok((scanned, replicas))
 }
 
 impl Stages<'_> {
@@ -459,26 +478,6 @@ fn companion_nodes(
     Ok(companions.nodes)
 }
 
-/// The host paths to watch: the selectors' and companions', and gone
-/// hardware's, so its return is an event too.
-fn watch_paths(
-    spec: &ResourceSpec,
-    root: &HostRoot,
-    present: &[Candidate],
-    gone: &BTreeMap<String, Candidate>,
-) -> Vec<PathBuf> {
-    let mut selectors: Vec<Selector> = spec.config.selectors.clone();
-    selectors.extend(spec.config.companions.iter().cloned().map(Selector::Nodes));
-    let mut paths = wdp_hardware::watch_paths(root, &selectors, present);
-    if !gone.is_empty() {
-        let gone: Vec<Candidate> = gone.values().cloned().collect();
-        paths.extend(wdp_hardware::watch_paths(root, &[], &gone));
-        paths.sort();
-        paths.dedup();
-    }
-    paths
-}
-
 /// The facts a `health` or `device-taints` guest receives.
 fn device_facts(devices: &[Device], known: &Known<'_>) -> Vec<DeviceFacts> {
     devices
@@ -566,12 +565,4 @@ fn dra_extras(
         return Ok(Arc::clone(last));
     }
     Ok(Arc::new(extras))
-}
-
-fn describe(selector: &Selector) -> String {
-    match selector {
-        Selector::Nodes(n) => format!("nodes {}", n.path),
-        Selector::Pci(_) => "pci selector".to_owned(),
-        Selector::Usb(_) => "usb selector".to_owned(),
-    }
 }

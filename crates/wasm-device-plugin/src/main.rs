@@ -5,6 +5,9 @@
 //! supervisor lives in `wdp-host`, and what it serves in the crates below
 //! it (`docs/architecture.md` draws them).
 
+// The size rule for functions (clippy.toml): production code only.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 #[cfg(feature = "demo")]
 mod demo;
 #[cfg(feature = "demo")]

@@ -22,7 +22,6 @@
 //! // Point kube::Config::from_custom_kubeconfig at it, then watch server.slices().
 //! # Ok(()) }
 //! ```
-#![warn(missing_docs)]
 
 mod admission;
 mod app_state;

@@ -28,8 +28,6 @@
 //! driver registration, `NodePrepareResources`/`NodeUnprepareResources`
 //! and the `NodeWatchResources` health stream.
 
-#![warn(missing_docs)]
-
 pub mod checkpoint;
 pub mod dra;
 mod error;
