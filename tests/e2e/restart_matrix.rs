@@ -180,22 +180,6 @@ impl Node {
         self.world.spawn_with(&extra)
     }
 
-    async fn stop(&self, plugin: &mut Plugin, how: Stop) {
-        match how {
-            Stop::Term => {
-                plugin.terminate().await;
-            }
-            Stop::Kill => {
-                let killed = std::process::Command::new("kill")
-                    .args(["-KILL", &plugin.pid().to_string()])
-                    .status()
-                    .unwrap();
-                assert!(killed.success());
-                plugin.wait(LONG).await.expect("no exit after SIGKILL");
-            }
-        }
-    }
-
     /// The DRA device names published for the node (every slice).
     fn published(&self) -> BTreeSet<String> {
         self.api
@@ -270,6 +254,21 @@ impl Node {
     }
 }
 
+/// Stops the host `how`; a SIGTERM must end in a clean exit.
+async fn stop(plugin: &mut Plugin, how: Stop) {
+    match how {
+        Stop::Term => assert!(plugin.terminate().await.success(), "{}", plugin.log()),
+        Stop::Kill => {
+            let killed = std::process::Command::new("kill")
+                .args(["-KILL", &plugin.pid().to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+            plugin.wait(LONG).await.expect("no exit after SIGKILL");
+        }
+    }
+}
+
 /// Cuts `path` to half its length (as a crash mid-write on a filesystem
 /// without atomic renames would).
 fn truncate(path: &std::path::Path) {
@@ -318,7 +317,7 @@ async fn to_dra(case: Case) {
             .await;
         node.wait_published(&plugin, &["/dev/hot1"]).await;
     }
-    node.stop(&mut plugin, case.stop).await;
+    stop(&mut plugin, case.stop).await;
     if case.edit == Edit::Offline {
         node.serve_through("dra");
     }
@@ -407,7 +406,7 @@ async fn to_device_plugin(case: Case) {
         .get(DRIVER)
         .copied()
         .unwrap_or(0);
-    node.stop(&mut plugin, case.stop).await;
+    stop(&mut plugin, case.stop).await;
     if case.edit == Edit::Offline {
         node.serve_through("device-plugin");
     }
@@ -504,17 +503,7 @@ async fn last_good(stop: Stop, broken: Break) {
     let shaped = first.response.envs;
     assert!(shaped.contains_key("WDP_VISIBLE_DEVICES"), "{shaped:?}");
     assert!(kubelet.end_pod(&first.pod));
-    match stop {
-        Stop::Term => assert!(plugin.terminate().await.success(), "{}", plugin.log()),
-        Stop::Kill => {
-            let killed = std::process::Command::new("kill")
-                .args(["-KILL", &plugin.pid().to_string()])
-                .status()
-                .unwrap();
-            assert!(killed.success());
-            plugin.wait(LONG).await.expect("no exit after SIGKILL");
-        }
-    }
+    self::stop(&mut plugin, stop).await;
     let guest = world.config().join("guests/allocate-shaper.wasm");
     let (named, broken_text) = match broken {
         Break::FileGarbage => ("fuse.toml", Some("version = 1\nresource = 7\n".to_owned())),

@@ -20,14 +20,12 @@ use wdp_dra_client::{PoolTarget, WriteFence};
 use wdp_resource::Resource;
 
 use crate::checkpoint::Checkpoint;
-use crate::cleanup;
-use crate::driver::{DriverPaths, remove_stale_sockets, serve_loop};
+use crate::driver::{DriverPaths, claim_service, remove_stale_sockets, serve_loop};
 use crate::handover::Handover;
 use crate::health::HealthService;
 use crate::kube_api::{DraApi, PublisherSpawner};
 use crate::metrics::DraMetrics;
 use crate::prepare::ClaimPreparer;
-use crate::service::DraPluginService;
 
 /// The longest wait between two tries at deleting the slices of a driver
 /// that only unprepares (the API server unreachable).
@@ -63,25 +61,10 @@ impl Draining {
         if claims == 0 {
             return None;
         }
-        let preparer = Arc::new(
-            ClaimPreparer::new(
-                driver,
-                &paths.node_name,
-                resource.clone(),
-                paths.cdi_dir.clone(),
-                checkpoint,
-            )
-            .with_status_writer(api.write_status.clone()),
-        );
-        preparer.start_draining();
         let stop = parent.child_token();
-        tokio::spawn(cleanup::clean_up(
-            preparer.clone(),
-            api.read_claim.clone(),
-            stop.clone(),
-        ));
-        let service =
-            DraPluginService::new(preparer.clone(), api.read_claim.clone(), metrics.clone());
+        let (preparer, service) =
+            claim_service(&resource, &metrics, driver, paths, api, checkpoint, &stop);
+        preparer.start_draining();
         let health = HealthService::new(resource.subscribe(), driver, paths.node_name.clone())
             .with_stop(stop.clone());
         remove_stale_sockets(paths, driver);

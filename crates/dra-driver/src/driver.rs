@@ -124,25 +124,10 @@ impl DraDriver {
         parent: &CancellationToken,
     ) -> Self {
         let checkpoint = Checkpoint::load(&paths.state_dir, driver);
-        let preparer = Arc::new(
-            ClaimPreparer::new(
-                driver,
-                &paths.node_name,
-                resource.clone(),
-                paths.cdi_dir.clone(),
-                checkpoint,
-            )
-            .with_status_writer(api.write_status.clone()),
-        );
         metrics.set_driver(resource.name(), driver);
         let stop = parent.child_token();
-        tokio::spawn(cleanup::clean_up(
-            preparer.clone(),
-            api.read_claim.clone(),
-            stop.clone(),
-        ));
-        let service =
-            DraPluginService::new(preparer.clone(), api.read_claim.clone(), metrics.clone());
+        let (preparer, service) =
+            claim_service(&resource, &metrics, driver, paths, api, checkpoint, &stop);
         let (registered_tx, registered) = watch::channel(false);
         remove_stale_sockets(paths, driver);
         let handover = Handover::start(&paths.state_dir, driver, &paths.instance_id(), &stop);
@@ -334,6 +319,37 @@ pub(crate) fn remove_stale_sockets(paths: &DriverPaths, driver: &str) {
         let _ = std::fs::remove_file(&dra_socket);
         tracing::info!(%driver, socket = %path.display(), dra_socket = %dra_socket.display(), "removed the sockets an earlier instance left behind (nothing answers on them)");
     }
+}
+
+/// The claims side of `driver` serving `resource`: its preparer over
+/// `checkpoint`, the cleanup of claims deleted meanwhile (until `stop`),
+/// and the `DRAPlugin` service the kubelet calls.
+pub(crate) fn claim_service(
+    resource: &Arc<Resource>,
+    metrics: &Arc<DraMetrics>,
+    driver: &str,
+    paths: &DriverPaths,
+    api: &DraApi,
+    checkpoint: Checkpoint,
+    stop: &CancellationToken,
+) -> (Arc<ClaimPreparer>, DraPluginService) {
+    let preparer = Arc::new(
+        ClaimPreparer::new(
+            driver,
+            &paths.node_name,
+            resource.clone(),
+            paths.cdi_dir.clone(),
+            checkpoint,
+        )
+        .with_status_writer(api.write_status.clone()),
+    );
+    tokio::spawn(cleanup::clean_up(
+        preparer.clone(),
+        api.read_claim.clone(),
+        stop.clone(),
+    ));
+    let service = DraPluginService::new(preparer.clone(), api.read_claim.clone(), metrics.clone());
+    (preparer, service)
 }
 
 /// A socket nothing listens on: connecting is refused.
