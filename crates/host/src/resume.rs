@@ -40,10 +40,9 @@ const CHECKPOINT_RETRY_MAX: Duration = Duration::from_secs(10);
 const HELD_BY_UNSERVED_DRIVER: &str = "held by claims a DRA driver no longer served prepared (its API server client could not be made)";
 
 impl Host {
-    /// DRA drivers whose checkpoint in the state folder holds prepared
-    /// claims (or cannot be read) and that no DRA resource of the
-    /// configuration serves now.
-    pub(crate) async fn unserved_checkpoints(&self) -> Vec<String> {
+    /// DRA drivers with a checkpoint in the state folder that no DRA
+    /// resource of the configuration serves now (their files not read).
+    async fn unserved_drivers(&self) -> Vec<String> {
         let served: BTreeSet<String> = self
             .config
             .lock()
@@ -54,6 +53,15 @@ impl Host {
         checkpointed_drivers(&self.options.state_dir)
             .into_iter()
             .filter(|driver| !served.contains(driver))
+            .collect()
+    }
+
+    /// The [`unserved_drivers`](Self::unserved_drivers) whose checkpoint
+    /// holds prepared claims (or cannot be read).
+    pub(crate) async fn unserved_checkpoints(&self) -> Vec<String> {
+        self.unserved_drivers()
+            .await
+            .into_iter()
             .filter(|driver| {
                 held_by_checkpoint(&self.options.state_dir, driver)
                     .map_or(true, |held| !held.is_empty())
@@ -76,7 +84,9 @@ impl Host {
         name: &str,
         resource: &Arc<Resource>,
     ) -> Result<(), HostError> {
-        let record = match SwitchRecord::read(&self.options.state_dir, resource.name()) {
+        let read = SwitchRecord::read(&self.options.state_dir, resource.name());
+        let recorded = read.is_some();
+        let record = match read {
             None => None,
             Some(Ok(record)) => Some(record),
             Some(Err(error)) => {
@@ -85,20 +95,21 @@ impl Host {
             }
         };
         match resource.spec().config.api {
-            ServingApi::Dra => self.resume_to_dra(name, resource, record).await,
+            ServingApi::Dra => self.resume_to_dra(name, resource, record, recorded).await,
             ServingApi::DevicePlugin => self.resume_to_device_plugin(name, resource, record).await,
         }
     }
 
     /// A DRA resource: the device plugin → DRA handover when a record
-    /// names it or the kubelet knows the resource as a device plugin's.
+    /// exists (`recorded`, readable as `record` or not) or the kubelet
+    /// knows the resource as a device plugin's.
     async fn resume_to_dra(
         &self,
         name: &str,
         resource: &Arc<Resource>,
         record: Option<SwitchRecord>,
+        recorded: bool,
     ) -> Result<(), HostError> {
-        let recorded = SwitchRecord::read(&self.options.state_dir, resource.name()).is_some();
         let record = match record {
             Some(record) => record,
             None => {
@@ -159,7 +170,7 @@ impl Host {
             .collect();
         let mut drivers: BTreeSet<String> = record.iter().map(|r| r.driver.clone()).collect();
         let mut held = BTreeSet::new();
-        for driver in self.unserved_checkpoints().await {
+        for driver in self.unserved_drivers().await {
             match held_by_checkpoint(&self.options.state_dir, &driver) {
                 Ok(ids) => {
                     let mine: BTreeSet<String> = ids.intersection(&devices).cloned().collect();
