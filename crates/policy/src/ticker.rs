@@ -7,9 +7,10 @@
 //! Deadlines stay as strict as with a clock that never stops: a store's
 //! deadline is counted from the epoch when it is set, which is after
 //! [`Ticker::busy`] has started the ticking, and ticks then come every
-//! `tick` (never early: a call starting while another runs does not shift
-//! the schedule), so a guest that loops is interrupted after its timeout
-//! plus at most two ticks, as before.
+//! `tick` or later (never sooner: a call starting while another runs does
+//! not shift the schedule, and a late tick does not hurry the next), so a
+//! guest that loops is interrupted no earlier than its timeout, and on an
+//! unloaded machine at most two ticks after it.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -127,21 +128,18 @@ fn tick_while_busy(engine: &Engine, demand: &Demand, tick: Duration) {
             state.parked = false;
             continue;
         }
-        // Ticks from now on, on a fixed schedule: a wake-up before the
-        // next tick is due (a call starting, a spurious one) never
-        // advances the epoch early.
+        // Each tick comes a full `tick` after the one before it actually
+        // came: a wake-up before the next tick is due (a call starting, a
+        // spurious one) never advances the epoch early, and a tick that
+        // came late (a thread descheduled under load) never makes the
+        // next one come sooner. Deadlines may run late, never early.
         let mut next = Instant::now() + tick;
         while !state.stop && state.running > 0 {
             let now = Instant::now();
             if now >= next {
                 engine.increment_epoch();
                 state.ticks += 1;
-                next += tick;
-                // A thread descheduled for long catches up by one tick,
-                // not by a burst that would end deadlines early.
-                if next <= now {
-                    next = now + tick;
-                }
+                next = now + tick;
                 continue;
             }
             state = demand
