@@ -10,7 +10,7 @@ use wdp_fake_apiserver::{FakeApiServer, ResourceClaim, ResourceSlice};
 use wdp_kubelet_sim::dra::DeviceHealth;
 use wdp_kubelet_sim::{ClaimRef, DraSimOptions, SimDraKubelet};
 
-use crate::support::{Plugin, World, binary, free_addr, http_get, read_cdi_spec};
+use crate::support::{Plugin, World, binary, free_addr, http_get, name_of, read_cdi_spec};
 
 const RESOURCE: &str = "e2e.example.com/hot";
 const DRIVER: &str = "hot.e2e.example.com";
@@ -170,11 +170,6 @@ fn device_names(slices: &[ResourceSlice]) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// The DRA device name of a fixture node, by the documented rule.
-fn name_of(node: &str) -> String {
-    wdp_k8s_naming::device_name(node.trim_start_matches("/dev/")).unwrap()
 }
 
 /// A claim allocated the devices of `nodes` in pool `NODE`, stored in the

@@ -31,7 +31,7 @@ use std::time::Duration;
 use wdp_fake_apiserver::FakeApiServer;
 use wdp_kubelet_sim::{ClaimRef, DraSimOptions, PodResourcesServer, SimDraKubelet, SimKubelet};
 
-use crate::support::{Plugin, World};
+use crate::support::{Plugin, World, name_of};
 
 const RESOURCE: &str = "e2e.example.com/hot";
 const DRIVER: &str = "hot.e2e.example.com";
@@ -274,11 +274,6 @@ async fn stop(plugin: &mut Plugin, how: Stop) {
 fn truncate(path: &std::path::Path) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     std::fs::write(path, &bytes[..bytes.len() / 2]).unwrap();
-}
-
-/// The DRA device name of a fixture node.
-fn name_of(node: &str) -> String {
-    wdp_k8s_naming::device_name(node.trim_start_matches("/dev/")).unwrap()
 }
 
 /// A claim allocated `hot0` in the node's pool.

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 use wdp_kubelet_sim::{SimKubelet, SimPluginWatcher};
+use wdp_test_support::eventually;
+use wdp_test_support::fixtures::{copy_fixture, write_under_root};
+pub use wdp_test_support::read_cdi_spec;
 
 /// Generous bound for events that normally take milliseconds.
 pub const WAIT: Duration = Duration::from_secs(15);
@@ -65,16 +68,7 @@ impl World {
     /// a test may unplug and re-plug its hardware.
     pub fn from_fixture(fixture: &str) -> Self {
         let world = Self::new();
-        let source = format!(
-            "{}/../../tests/fixtures/{fixture}/.",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let status = Command::new("cp")
-            .args(["-a", &source])
-            .arg(world.root())
-            .status()
-            .unwrap();
-        assert!(status.success(), "copying fixture {fixture}");
+        copy_fixture(fixture, &world.root());
         world
     }
 
@@ -87,9 +81,7 @@ impl World {
 
     /// Creates a fake device node (a regular file) at host path `path`.
     pub fn add_node(&self, path: &str) {
-        let real = self.root().join(path.trim_start_matches('/'));
-        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
-        std::fs::write(real, b"").unwrap();
+        write_under_root(&self.root(), path, b"");
     }
 
     pub fn remove_node(&self, path: &str) {
@@ -205,20 +197,16 @@ impl Plugin {
     /// complete lines. (A file has no awaitable "appended" event, so this
     /// polls at a short interval, bounded by [`WAIT`].)
     pub async fn wait_for_log(&self, needle: &str) -> String {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let mut interval = tokio::time::interval(Duration::from_millis(10));
-        loop {
-            interval.tick().await;
+        eventually(WAIT, Duration::from_millis(10), async || {
             let log = self.log();
             let complete = &log[..log.rfind('\n').map_or(0, |i| i + 1)];
             if complete.contains(needle) {
-                return complete.to_owned();
+                Ok(complete.to_owned())
+            } else {
+                Err(format!("{needle:?} never logged:\n{log}"))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{needle:?} never logged:\n{log}"
-            );
-        }
+        })
+        .await
     }
 
     pub fn pid(&self) -> u32 {
@@ -256,6 +244,12 @@ pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The DRA device name of the fixture node `node` (`/dev/…`), by the
+/// documented rule.
+pub fn name_of(node: &str) -> String {
+    wdp_k8s_naming::device_name(node.trim_start_matches("/dev/")).unwrap()
+}
+
 /// A loopback address with a port that was free a moment ago.
 pub fn free_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -291,40 +285,14 @@ pub fn metric_value(body: &str, series: &str) -> Option<f64> {
 
 /// Polls `/metrics` until the sample `series` satisfies `condition`.
 pub async fn wait_metric(addr: &str, series: &str, condition: impl Fn(f64) -> bool) -> f64 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut interval = tokio::time::interval(Duration::from_millis(20));
-    loop {
-        interval.tick().await;
+    eventually(WAIT, Duration::from_millis(20), async || {
         if let Ok((200, body)) = http_get(addr, "/metrics").await
             && let Some(value) = metric_value(&body, series)
             && condition(value)
         {
-            return value;
+            return Ok(value);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "metric {series} never reached the expected value"
-        );
-    }
-}
-
-/// Reads a CDI spec the host wrote, after checking it the way container
-/// runtimes' CDI library does: the upstream JSON schema, and a
-/// `cdiVersion` equal to the library's `MinimumRequiredVersion` for its
-/// content.
-pub fn read_cdi_spec(path: &Path) -> serde_json::Value {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    container_device_interface::schema::validate_builtin(&bytes)
-        .unwrap_or_else(|e| panic!("{} fails the CDI schema: {e:#}", path.display()));
-    let upstream: container_device_interface::specs::config::Spec =
-        serde_json::from_slice(&bytes).unwrap();
-    let minimum = container_device_interface::version::minimum_required_version(&upstream).unwrap();
-    let spec: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(
-        spec["cdiVersion"],
-        minimum.to_string(),
-        "{}",
-        path.display()
-    );
-    spec
+        Err(format!("metric {series} never reached the expected value"))
+    })
+    .await
 }

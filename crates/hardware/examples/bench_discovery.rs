@@ -12,6 +12,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use wdp_test_support::measure::percentile;
+
 use wdp_hardware::{
     ChangeWatcher, HostRoot, NodeSelector, PciSelector, Selector, discover, watch_paths,
 };
@@ -129,17 +131,11 @@ fn generate(root: &Path) -> usize {
     gpus
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
 fn report(name: &str, mut times: Vec<Duration>, found: usize) {
-    times.sort();
     println!(
         "{name:<48} {found:>6} found   p50 {:>8.2} ms   p99 {:>8.2} ms",
-        percentile(&times, 0.50).as_secs_f64() * 1e3,
-        percentile(&times, 0.99).as_secs_f64() * 1e3,
+        percentile(&mut times, 0.50).as_secs_f64() * 1e3,
+        percentile(&mut times, 0.99).as_secs_f64() * 1e3,
     );
 }
 

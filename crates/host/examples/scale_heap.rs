@@ -11,6 +11,8 @@
 
 use std::time::Instant;
 
+use wdp_test_support::measure::thread_cpu_time as thread_cpu;
+
 /// Resident bytes after the allocator handed its free memory back (the
 /// figure the scale bench reads; the workspace forbids the `unsafe` a
 /// counting allocator would take).
@@ -32,18 +34,6 @@ fn held<T>(devices: usize, make: impl FnOnce() -> T) -> String {
     let after = live();
     drop(value);
     format!("{:>6.0} B", (after - before) as f64 / devices as f64)
-}
-
-/// CPU time this thread has used.
-fn thread_cpu() -> std::time::Duration {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    std::time::Duration::from_millis(ticks * 10)
 }
 
 fn main() {

@@ -24,14 +24,7 @@ use wdp_policy::{CallContext, CallLimits, EngineSettings, PolicyEngine};
 
 /// Resident set size of this process, in KiB.
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    wdp_test_support::measure::rss_kib(std::process::id())
 }
 
 fn mib(kib: u64) -> f64 {

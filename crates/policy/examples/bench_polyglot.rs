@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wdp_guest_artifacts as artifacts;
+use wdp_test_support::measure::percentile;
 #[path = "common/request.rs"]
 mod common_request;
 use common_request::request;
@@ -216,12 +217,6 @@ fn load(
 }
 
 // ---- timing --------------------------------------------------------------
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() - 1) as f64 * p).round() as usize;
-    samples[index]
-}
 
 /// Calls `f` for about `budget` (at least 50, at most `max` times) after a
 /// short warm-up.

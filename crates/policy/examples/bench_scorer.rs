@@ -16,6 +16,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use wdp_guest_artifacts as artifacts;
+use wdp_test_support::measure::percentile;
 #[path = "common/request.rs"]
 mod common_request;
 use common_request::request;
@@ -34,12 +35,6 @@ fn native(request: &PreferredRequest) -> Vec<String> {
         .into_iter()
         .map(str::to_string)
         .collect()
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() - 1) as f64 * p).round() as usize;
-    samples[index]
 }
 
 fn measure(iterations: usize, mut f: impl FnMut()) -> Vec<Duration> {

@@ -12,16 +12,11 @@ use wdp_kubelet_api::v1beta1::{
     PreferredAllocationRequest,
 };
 use wdp_kubelet_sim::SimKubelet;
+use wdp_test_support::measure::percentile;
 
 const BUSY: &str = "bench.example.com/busy-gpu";
 const CALM: &str = "bench.example.com/calm-gpu";
 const HEALTH_TIMEOUT_MS: u64 = 250;
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[i]
-}
 
 fn resource(name: &str, health: &str) -> String {
     format!(

@@ -23,14 +23,10 @@ use wdp_fake_apiserver::FakeApiServer;
 use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
 use wdp_kubelet_sim::SimKubelet;
+use wdp_test_support::measure::percentile;
 
 const LABEL: &str = "wasm-device-plugin.io/config";
 const WAIT: Duration = Duration::from_secs(30);
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
-}
 
 fn resource(name: &str, path: &str) -> String {
     format!("version = 1\nresource = \"{name}\"\n[[nodes]]\npath = \"{path}\"\n")

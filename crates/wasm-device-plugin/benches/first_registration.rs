@@ -7,14 +7,9 @@
 use std::time::{Duration, Instant};
 
 use wdp_kubelet_sim::SimKubelet;
+use wdp_test_support::measure::percentile;
 
 const RESOURCE: &str = "bench.example.com/fuse";
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[i]
-}
 
 /// One round: a fresh host that has been retrying against a refusing
 /// `kubelet.sock` for 400 ms; returns the time from a real kubelet's

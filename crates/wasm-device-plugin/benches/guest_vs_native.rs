@@ -136,20 +136,11 @@ use wdp_kubelet_api::v1beta1::{
     PreferredAllocationRequest,
 };
 use wdp_kubelet_sim::SimKubelet;
+use wdp_test_support::measure::{percentile, us};
 
 const BUILTIN: &str = "bench.example.com/builtin";
 const PACKING: &str = "bench.example.com/packing";
 const SIZE: usize = 8;
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[i]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
 
 /// A host root with `n` PCI GPUs: two NUMA nodes, eight GPUs behind each
 /// PCIe switch (root port → switch upstream port → downstream port → GPU).
@@ -332,7 +323,7 @@ async fn server_side(config: &Path, root: &Path, rounds: usize) -> ServerSide {
             .iter()
             .map(|id| set.position(id).unwrap() as u32)
             .collect();
-        wdp_resource::validate::preferred(&positions, &offered, must_at, size, id_of).unwrap();
+        wdp_resource::check_preferred_answer(&positions, &offered, must_at, size, id_of).unwrap();
     };
     let mut samples = Vec::new();
     let mut answer = Vec::new();

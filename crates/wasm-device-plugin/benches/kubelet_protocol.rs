@@ -24,6 +24,7 @@ use wdp_kubelet_api::v1beta1::{
     PreferredAllocationRequest,
 };
 use wdp_kubelet_sim::{SimKubelet, SimPluginWatcher};
+use wdp_test_support::measure::{percentile, rss_kib};
 
 const RESOURCES: [&str; 4] = [
     "bench.example.com/fuse",
@@ -31,21 +32,6 @@ const RESOURCES: [&str; 4] = [
     "bench.example.com/kvm",
     "bench.example.com/loop",
 ];
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[i]
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 #[tokio::main]
 async fn main() {

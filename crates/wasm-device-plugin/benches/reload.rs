@@ -43,15 +43,11 @@ use std::time::{Duration, Instant};
 
 use wdp_kubelet_api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
 use wdp_kubelet_sim::SimKubelet;
+use wdp_test_support::measure::percentile;
 
 const RESOURCE: &str = "bench.example.com/fuse";
 /// Devices of the untouched resource beside the edited one.
 const BYSTANDER_DEVICES: usize = 1024;
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
-}
 
 /// The component with a custom section appended, so its content hash is
 /// new while it behaves the same.

@@ -1,16 +1,8 @@
 //! A recorded snapshot discovers exactly like the tree it was taken from.
 
-use std::path::Path;
-
 use wdp_hardware::{HostRoot, PciSelector, Selector, UsbSelector, discover, record};
 
-fn fixture(name: &str) -> HostRoot {
-    HostRoot::new(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures")
-            .join(name),
-    )
-}
+use crate::common::fixture_root as fixture;
 
 fn round_trip(root: &HostRoot, selectors: &[Selector]) {
     let original = discover(root, selectors).unwrap();

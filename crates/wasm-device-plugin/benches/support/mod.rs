@@ -6,6 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+// Each bench that includes this module uses some of them.
+#[allow(unused_imports)]
+pub use wdp_test_support::measure::{cpu_time, ms, percentile, status_kib};
+
 /// The resources of the shipped `config/` directory.
 pub const SHIPPED_RESOURCES: [&str; 4] = [
     "wasm-device-plugin.io/fuse",
@@ -174,41 +178,6 @@ pub fn host_cpus_heading() -> String {
 pub fn binary() -> String {
     std::env::var("WDP_BENCH_BINARY")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasm-device-plugin").to_owned())
-}
-
-/// `p` (0..=1) of `samples`, sorting them.
-pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
-}
-
-/// Milliseconds, for printing.
-pub fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// A `/proc/PID/status` field in KiB (`VmRSS`, `VmHWM`, `RssAnon`, ...).
-pub fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// CPU time (user + system) the process has used so far.
-pub fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at state.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    // USER_HZ is 100 on every Linux the project targets.
-    Duration::from_millis(ticks * 10)
 }
 
 /// Share of one core the process used over `window`.

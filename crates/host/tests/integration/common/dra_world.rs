@@ -15,6 +15,8 @@ use wdp_kubelet_api::pluginregistration::{
 };
 
 use super::{WAIT, World};
+/// Checks a CDI spec the way container runtimes' CDI library does.
+pub use wdp_test_support::read_cdi_spec;
 
 pub const DRIVER: &str = "gpu.example.com";
 pub const NODE: &str = "node-a";
@@ -183,24 +185,6 @@ pub fn claim_ref(claim: &ResourceClaim) -> dra::Claim {
 
 pub fn name_of(id: &str) -> String {
     wdp_k8s_naming::device_name(id).unwrap()
-}
-
-/// Checks a CDI spec the way container runtimes' CDI library does.
-pub fn read_cdi_spec(path: &Path) -> serde_json::Value {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    container_device_interface::schema::validate_builtin(&bytes)
-        .unwrap_or_else(|e| panic!("{} fails the CDI schema: {e:#}", path.display()));
-    let upstream: container_device_interface::specs::config::Spec =
-        serde_json::from_slice(&bytes).unwrap();
-    let minimum = container_device_interface::version::minimum_required_version(&upstream).unwrap();
-    let spec: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(
-        spec["cdiVersion"],
-        minimum.to_string(),
-        "{}",
-        path.display()
-    );
-    spec
 }
 
 pub fn cdi_specs(dir: &Path) -> Vec<PathBuf> {

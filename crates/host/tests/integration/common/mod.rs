@@ -12,6 +12,8 @@ use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
 use wdp_kubelet_api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
 use wdp_kubelet_sim::SimKubelet;
+use wdp_test_support::eventually;
+use wdp_test_support::fixtures::{copy_fixture, under_root, write_under_root};
 
 pub mod dra_world;
 
@@ -64,16 +66,7 @@ impl World {
             std::fs::create_dir_all(tmp.path().join(d)).unwrap();
         }
         if let Some(fixture) = fixture {
-            let source = format!(
-                "{}/../../tests/fixtures/{fixture}/.",
-                env!("CARGO_MANIFEST_DIR")
-            );
-            let status = std::process::Command::new("cp")
-                .args(["-a", &source])
-                .arg(tmp.path().join("root"))
-                .status()
-                .unwrap();
-            assert!(status.success(), "copying fixture {fixture}");
+            copy_fixture(fixture, &tmp.path().join("root"));
         }
         Self { tmp }
     }
@@ -92,9 +85,7 @@ impl World {
 
     /// Writes `text` at host path `path` under the root (parents created).
     pub fn write_host(&self, path: &str, text: &str) {
-        let real = self.root().join(path.trim_start_matches('/'));
-        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
-        std::fs::write(real, text).unwrap();
+        write_under_root(&self.root(), path, text);
     }
 
     /// Copies a built guest into `config/guests/<name>`.
@@ -151,22 +142,18 @@ pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 
 /// Waits until `condition` holds for the host's metrics.
 pub async fn wait_metrics(host: &Host, what: &str, condition: impl Fn(&str) -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    loop {
-        tick.tick().await;
+    eventually(WAIT, Duration::from_millis(10), async || {
         let text = host.metrics().encode();
         if condition(&text) {
-            return;
+            Ok(())
+        } else {
+            Err(format!("waiting for {what}; metrics:\n{text}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}; metrics:\n{text}"
-        );
-    }
+    })
+    .await
 }
 
 /// Whether `path` exists under the root.
 pub fn exists(root: &Path, path: &str) -> bool {
-    root.join(path.trim_start_matches('/')).exists()
+    under_root(root, path).exists()
 }
