@@ -2,7 +2,7 @@
 //! benches and the bench examples share, kept in one place instead of a
 //! copy in each: the repository's fixture host trees and files written
 //! under a host root ([`fixtures`]), the check a container runtime makes
-//! of a CDI spec ([`read_cdi_spec`], feature `cdi`), a bounded wait for a
+//! of a CDI spec (`read_cdi_spec`, with feature `cdi`), a bounded wait for a
 //! condition ([`eventually`]), and the figures benches print
 //! ([`measure`]: percentiles, a process's memory and CPU time from
 //! `/proc`).
