@@ -11,7 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use wdp_kubelet_socket::KubeletMetrics;
-use wdp_resource::metrics::ResourceLabel;
+use wdp_resource::ResourceLabel;
 
 /// What the device-plugin transport counts, registered once.
 #[derive(Debug)]

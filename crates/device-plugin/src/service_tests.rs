@@ -24,9 +24,9 @@ fn two_nodes() -> (tempfile::TempDir, Arc<Resource>) {
         "version = 1\nresource = \"example.com/acc\"\n[[nodes]]\npath = \"/dev/acc*\"\n",
     )
     .unwrap();
-    let config = wdp_resource::config::load_dir(&config).unwrap();
-    let engine = wdp_resource::loading::new_engine(&config).unwrap();
-    let spec = wdp_resource::loading::load_specs(&engine, &config)
+    let config = wdp_config::load_dir(&config).unwrap();
+    let engine = wdp_resource::new_engine(&config).unwrap();
+    let spec = wdp_resource::load_specs(&engine, &config)
         .unwrap()
         .into_values()
         .next()
@@ -43,7 +43,7 @@ fn two_nodes() -> (tempfile::TempDir, Arc<Resource>) {
 
 fn metrics() -> Arc<DevicePluginMetrics> {
     let mut registry = Registry::default();
-    let kubelet = KubeletMetrics::register(&mut registry, wdp_resource::metrics::latency_histogram);
+    let kubelet = KubeletMetrics::register(&mut registry, wdp_resource::latency_histogram);
     DevicePluginMetrics::register(&mut registry, kubelet)
 }
 

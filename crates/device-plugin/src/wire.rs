@@ -11,8 +11,8 @@ use wdp_kubelet_api::v1beta1::{
     ListAndWatchResponse, Mount, NumaNode, TopologyInfo,
 };
 use wdp_resource::Resource;
-use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
 use wdp_resource::{AdmissionError, ContainerGrant};
+use wdp_resource::{AdvertisedDevice, DeviceSet};
 
 /// Metadata key of a refused RPC's status naming the guest at fault.
 const GUEST_METADATA: &str = "wdp-guest";

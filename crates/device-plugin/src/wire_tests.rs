@@ -8,7 +8,7 @@ use std::time::Duration;
 use prost::Message;
 use wdp_policy::Hook;
 use wdp_policy::types::{self as guest, Device, Verdict};
-use wdp_resource::guest_call::GuestFailure;
+use wdp_resource::GuestFailure;
 
 use super::*;
 

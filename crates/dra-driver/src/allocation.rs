@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use wdp_policy::ClaimInfo;
 use wdp_policy::types::{ClaimDevice, DeviceStatus};
-use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
+use wdp_resource::{AdvertisedDevice, DeviceSet};
 
 use crate::checkpoint::{PreparedClaim, PreparedDevice};
 use crate::claim::ClaimRef;

@@ -38,8 +38,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use wdp_resource::atomic_file::{self, Durability};
-use wdp_resource::held::HeldDevice;
+use wdp_cdi::atomic_file::{self, Durability};
+use wdp_resource::HeldDevice;
 
 use crate::checksum::{canonical_checksum, fnv1a};
 use crate::file_stamp::FileStamp;

@@ -10,10 +10,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use wdp_resource::ContainerGrant;
-use wdp_resource::cdi::{self, CdiMount, CdiNode, ContainerEdits, Spec};
-use wdp_resource::config::ResourceConfig;
-use wdp_resource::device_set::AdvertisedDevice;
+use wdp_cdi::{CdiMount, CdiNode, ContainerEdits, Spec};
+use wdp_config::ResourceConfig;
+use wdp_resource::{AdvertisedDevice, ContainerGrant, cdi_edits, cdi_node};
 
 /// What the spec file names of `resource`'s claims start with.
 fn spec_prefix(resource: &str) -> String {
@@ -67,7 +66,7 @@ pub fn claim_spec(
                     .nodes
                     .iter()
                     .filter(|n| placed.insert(n.path.clone()))
-                    .map(|n| cdi::cdi_node(n, &config.permissions))
+                    .map(|n| cdi_node(n, &config.permissions))
                     .collect(),
                 ..ContainerEdits::default()
             };
@@ -78,13 +77,13 @@ pub fn claim_spec(
                     .env
                     .push(format!("WDP_DRA_DEVICE_{}={}", env_key(name), device.id()));
             }
-            cdi::Device {
+            wdp_cdi::Device {
                 name: cdi_device_name(uid, name),
                 container_edits: edits,
             }
         })
         .collect();
-    let mut common = cdi::edits(&config.cdi_edits, companions, &config.permissions);
+    let mut common = cdi_edits(&config.cdi_edits, companions, &config.permissions);
     common
         .device_nodes
         .retain(|n| placed.insert(n.path.clone()));
@@ -121,7 +120,7 @@ pub fn claim_spec(
         devices: cdi_devices,
         container_edits: common,
     };
-    spec.cdi_version = cdi::minimum_version(&spec);
+    spec.cdi_version = wdp_cdi::minimum_version(&spec);
     spec
 }
 

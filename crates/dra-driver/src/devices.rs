@@ -57,8 +57,8 @@ use wdp_dra_client::{
 use wdp_k8s_naming as naming;
 
 use wdp_policy::types as wit;
-use wdp_resource::device_set::{AdvertisedDevice, DeviceSet};
-use wdp_resource::dra_layout::DraExtras;
+use wdp_resource::DraExtras;
+use wdp_resource::{AdvertisedDevice, DeviceSet};
 
 use crate::standard_attributes::{PCI_PATH_FACT, PCIE_ROOT, standard_attributes};
 

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 use wdp_kubelet_api::dra_health::{self, v1, v1alpha1};
 
-use wdp_resource::device_set::{DeviceSet, SharedDeviceSet};
+use wdp_resource::{DeviceSet, SharedDeviceSet};
 
 /// The timeout sent in every update unless [`HealthService::with_timeout`]
 /// says otherwise: the kubelet's own default.

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 
 use tokio::sync::Mutex;
-use wdp_resource::held::HeldDevice;
+use wdp_resource::HeldDevice;
 
 use crate::allocation::Picked;
 

@@ -17,7 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use wdp_kubelet_socket::KubeletMetrics;
-use wdp_resource::metrics::latency_histogram;
+use wdp_resource::latency_histogram;
 
 /// Label set: the DRA driver.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

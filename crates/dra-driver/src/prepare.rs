@@ -61,8 +61,8 @@ use crate::error::ClaimAdmissionError;
 use crate::in_flight::{self, InFlight};
 use crate::recorded_spec;
 use crate::shared_checkpoint::SharedCheckpoint;
-use wdp_resource::device_set::DeviceSet;
-use wdp_resource::held::HeldDevice;
+use wdp_resource::DeviceSet;
+use wdp_resource::HeldDevice;
 use wdp_resource::{ContainerGrant, Resource};
 
 /// Prepares and unprepares the claims of one DRA driver, serving one
@@ -306,7 +306,7 @@ impl ClaimPreparer {
             results,
             claim_devices.clone(),
         ));
-        let prepared = wdp_resource::guest_call::with_claim(Arc::clone(&info), async {
+        let prepared = wdp_resource::with_claim(Arc::clone(&info), async {
             let statuses = self.resource.dra_prepare(&claim_devices).await?;
             self.resource.pre_start(&ids).await?;
             let answer = self
@@ -380,7 +380,7 @@ impl ClaimPreparer {
         let cdi_spec =
             claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), answer);
         let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
-        wdp_resource::cdi::write_file_unsynced(&file, &cdi_spec).map_err(|error| {
+        wdp_cdi::write_file_unsynced(&file, &cdi_spec).map_err(|error| {
             format!(
                 "claim {claim}: cannot write the CDI spec {}: {error}",
                 file.display()
@@ -398,7 +398,7 @@ impl ClaimPreparer {
         info: &Arc<wdp_policy::ClaimInfo>,
         devices: &[ClaimDevice],
     ) {
-        let undone = wdp_resource::guest_call::with_claim(Arc::clone(info), async {
+        let undone = wdp_resource::with_claim(Arc::clone(info), async {
             self.resource.dra_unprepare(devices).await
         })
         .await;
@@ -546,7 +546,7 @@ impl ClaimPreparer {
             return Ok(());
         };
         let info = Arc::new(recorded_claim_info(claim, &record));
-        wdp_resource::guest_call::with_claim(
+        wdp_resource::with_claim(
             Arc::clone(&info),
             self.resource.dra_unprepare(&info.devices),
         )

@@ -25,7 +25,7 @@ use wdp_dra_client::{ApiError, PoolContent, PublishStatus, PublisherHandle};
 
 use crate::devices::{DeviceProblem, dra_devices};
 use crate::metrics::DraMetrics;
-use wdp_resource::device_set::SharedDeviceSet;
+use wdp_resource::SharedDeviceSet;
 
 /// Starts a publisher for the driver's pool (each time this instance takes
 /// the publishing over).

@@ -16,8 +16,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use wdp_resource::AdvertisedDevice;
 use wdp_resource::Resource;
-use wdp_resource::device_set::AdvertisedDevice;
 
 use crate::allocation::{advertised_device, recorded_claim_info};
 use crate::checkpoint::PreparedClaim;
@@ -104,11 +104,11 @@ pub(crate) async fn rebuild(
         }
     }
     let info = Arc::new(recorded_claim_info(claim, record));
-    let answer = wdp_resource::guest_call::with_claim(info, resource.allocate(&ids))
+    let answer = wdp_resource::with_claim(info, resource.allocate(&ids))
         .await
         .map_err(|error| cannot(format!("allocate: {error}")))?;
     let spec = resource.spec();
     let cdi_spec =
         claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);
-    wdp_resource::cdi::write_file(file, &cdi_spec).map_err(|error| cannot(error.to_string()))
+    wdp_cdi::write_file(file, &cdi_spec).map_err(|error| cannot(error.to_string()))
 }

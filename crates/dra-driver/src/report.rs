@@ -10,7 +10,7 @@ use wdp_dra_client::{
     AttributeValue, CounterSet, DraDevice, PoolContent, PoolTarget, ServerVersion,
 };
 use wdp_policy::Hook;
-use wdp_resource::spec::ResourceSpec;
+use wdp_resource::ResourceSpec;
 use wdp_resource::{DeviceSet, Resource};
 
 use crate::devices::DraDeviceList;

@@ -9,7 +9,7 @@ use super::*;
 
 struct NoCandidates;
 
-impl wdp_resource::device_set::CandidateLookup for NoCandidates {
+impl wdp_resource::CandidateLookup for NoCandidates {
     fn candidate(&self, _: &str) -> Option<&wdp_hardware::Candidate> {
         None
     }

@@ -1,5 +1,5 @@
 //! Which configuration set this node runs (see
-//! `wdp_resource::config::sets`): the one its node label names, switched
+//! `wdp_config::sets`): the one its node label names, switched
 //! live when the label changes, recorded so a restart serves it again
 //! before the API server answers.
 //!
@@ -27,9 +27,9 @@
 
 use std::path::{Path, PathBuf};
 
-use wdp_resource::ConfigSet;
-use wdp_resource::atomic_file::{self, Durability};
-use wdp_resource::config::sets::{DEFAULT_SET, describe_available, scan_sets};
+use wdp_cdi::atomic_file::{self, Durability};
+use wdp_config::ConfigSet;
+use wdp_config::sets::{DEFAULT_SET, describe_available, scan_sets};
 
 use crate::error::HostError;
 use crate::options::HostOptions;
@@ -145,11 +145,11 @@ pub(crate) async fn load_initial_set(
             tracing::error!(%error, "configuration set folder refused; only nodes whose label names it are affected, every other set is served as usual");
         }
         if found.sets.is_empty() {
-            return Ok(wdp_resource::config::load_dir(&dir)?);
+            return Ok(wdp_config::load_dir(&dir)?);
         }
         let record = record_path(&state_dir);
         if let Some(set) = recorded(&state_dir, &dir) {
-            match wdp_resource::config::load_set(&dir, Some(&set)) {
+            match wdp_config::load_set(&dir, Some(&set)) {
                 Ok(config) => {
                     tracing::info!(set = %set, recorded_in = %record.display(), sets = %describe_available(&dir), "serving the configuration set last applied until the node's label is read");
                     return Ok(config);
@@ -157,12 +157,12 @@ pub(crate) async fn load_initial_set(
                 Err(error) if !default_if_refused => return Err(error.into()),
                 Err(error) => {
                     tracing::error!(set = %set, %error, "the configuration set last applied is refused now, and there is no last good snapshot of it; serving the default set until the node's label is read");
-                    return Ok(wdp_resource::config::load_dir(&dir)?);
+                    return Ok(wdp_config::load_dir(&dir)?);
                 }
             }
         }
         tracing::info!(sets = %describe_available(&dir), "serving the default configuration set until the node's label is read (none recorded as applied)");
-        Ok(wdp_resource::config::load_dir(&dir)?)
+        Ok(wdp_config::load_dir(&dir)?)
     })
     .await
     .map_err(HostError::Task)?

@@ -5,8 +5,9 @@
 
 use std::path::PathBuf;
 
+use wdp_config::ConfigError;
 use wdp_dra_driver::DraError;
-use wdp_resource::{ConfigError, ResourceError};
+use wdp_resource::ResourceError;
 
 /// Anything that stops a configuration from being applied or served.
 #[derive(Debug, thiserror::Error)]

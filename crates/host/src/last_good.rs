@@ -24,10 +24,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use wdp_cdi::atomic_file::{self, Durability};
+use wdp_config::ConfigSet;
+use wdp_config::{HOST_FILE, load_host_settings, load_set};
 use wdp_policy::signature::{TrustedKey, TrustedKeys, signature_path};
-use wdp_resource::ConfigSet;
-use wdp_resource::atomic_file::{self, Durability};
-use wdp_resource::config::{HOST_FILE, load_host_settings, load_set};
 
 /// The snapshot's folder, under the state folder.
 pub const SNAPSHOT_DIR: &str = "last-good";
@@ -63,7 +63,7 @@ pub enum LastGoodError {
     },
     /// The snapshot's configuration files no longer read as they did.
     #[error("the snapshot's configuration files are refused: {0}")]
-    Config(#[from] wdp_resource::ConfigError),
+    Config(#[from] wdp_config::ConfigError),
     /// The snapshot's files differ from what they were when kept.
     #[error("{}: {what} differs from what was served ({expected}); the snapshot is damaged or the directory changed while it was copied", path.display())]
     Differs {

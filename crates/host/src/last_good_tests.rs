@@ -24,7 +24,7 @@ fn live() -> tempfile::TempDir {
 fn the_snapshot_serves_its_own_guest_copy_pinned_whatever_the_directory_holds_now() {
     let (dir, state) = (live(), tempfile::tempdir().unwrap());
     assert!(load(state.path(), dir.path()).unwrap().is_none());
-    let config = wdp_resource::config::load_dir(dir.path()).unwrap();
+    let config = wdp_config::load_dir(dir.path()).unwrap();
     assert!(save(state.path(), &config, &BTreeMap::new()).unwrap());
     // The same configuration again: nothing written.
     assert!(!save(state.path(), &config, &BTreeMap::new()).unwrap());
@@ -55,7 +55,7 @@ fn the_snapshot_serves_its_own_guest_copy_pinned_whatever_the_directory_holds_no
 #[test]
 fn a_guest_changed_since_it_was_served_is_not_kept() {
     let (dir, state) = (live(), tempfile::tempdir().unwrap());
-    let config = wdp_resource::config::load_dir(dir.path()).unwrap();
+    let config = wdp_config::load_dir(dir.path()).unwrap();
     let served: BTreeMap<PathBuf, String> =
         [(dir.path().join("guests/a.wasm"), "0".repeat(64))].into();
     let error = save(state.path(), &config, &served).unwrap_err();
@@ -66,7 +66,7 @@ fn a_guest_changed_since_it_was_served_is_not_kept() {
 #[test]
 fn a_damaged_snapshot_is_refused_by_name() {
     let (dir, state) = (live(), tempfile::tempdir().unwrap());
-    let config = wdp_resource::config::load_dir(dir.path()).unwrap();
+    let config = wdp_config::load_dir(dir.path()).unwrap();
     save(state.path(), &config, &BTreeMap::new()).unwrap();
     let generation = current(state.path()).unwrap();
     std::fs::write(

@@ -192,8 +192,7 @@ impl Metrics {
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("wasm_device_plugin");
         let resource = ResourceMetrics::register(&mut registry);
-        let kubelet =
-            KubeletMetrics::register(&mut registry, wdp_resource::metrics::latency_histogram);
+        let kubelet = KubeletMetrics::register(&mut registry, wdp_resource::latency_histogram);
         let host = HostMetrics::register(&mut registry);
         let device_plugin = DevicePluginMetrics::register(&mut registry, kubelet.clone());
         let dra = DraMetrics::register(&mut registry, kubelet.clone());

@@ -16,15 +16,14 @@ fn every_family_is_exposed_once_with_its_type() {
     metrics
         .resource
         .observe_guest(resource, "g.wasm", "health", "ok", Duration::ZERO);
-    let _ =
-        metrics
-            .resource
-            .guest_calls_in_flight
-            .get_or_create(&wdp_resource::metrics::GuestLabels {
-                resource: resource.to_owned(),
-                guest: "g.wasm".to_owned(),
-                hook: "health".to_owned(),
-            });
+    let _ = metrics
+        .resource
+        .guest_calls_in_flight
+        .get_or_create(&wdp_resource::GuestLabels {
+            resource: resource.to_owned(),
+            guest: "g.wasm".to_owned(),
+            hook: "health".to_owned(),
+        });
     metrics.resource.set_withheld(resource, 1);
     metrics
         .kubelet
@@ -35,7 +34,7 @@ fn every_family_is_exposed_once_with_its_type() {
     let _ = metrics
         .device_plugin
         .streams
-        .get_or_create(&wdp_resource::metrics::ResourceLabel {
+        .get_or_create(&wdp_resource::ResourceLabel {
             resource: resource.to_owned(),
         });
     metrics.dra.set_driver(resource, driver);
@@ -82,7 +81,7 @@ fn a_removed_resource_leaves_no_device_or_stream_series() {
     let _ = metrics
         .device_plugin
         .streams
-        .get_or_create(&wdp_resource::metrics::ResourceLabel {
+        .get_or_create(&wdp_resource::ResourceLabel {
             resource: "example.com/fuse".to_owned(),
         });
     assert!(

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use wdp_hardware::HostRoot;
 use wdp_policy::Hook;
 
+use wdp_config::{self as config, CdiMode};
 use wdp_dra_driver::{DraReport, dra_report};
-use wdp_resource::config::{self, CdiMode};
-use wdp_resource::loading::{load_specs, new_engine};
 use wdp_resource::{DeviceSet, Resource, ResourceError, ResourceMetrics};
+use wdp_resource::{load_specs, new_engine};
 
 use crate::error::HostError;
 

@@ -6,10 +6,10 @@
 
 use std::path::Path;
 
+use wdp_config::CdiMode;
+use wdp_config::ConfigSet;
+use wdp_config::limits::MAX_SOCKET_PATH_BYTES;
 use wdp_kubelet_socket::plugin_watcher::{dra_registration_socket_name, registration_socket_name};
-use wdp_resource::ConfigSet;
-use wdp_resource::config::CdiMode;
-use wdp_resource::limits::MAX_SOCKET_PATH_BYTES;
 
 use crate::error::HostError;
 use crate::options::HostOptions;
@@ -24,14 +24,14 @@ pub(crate) fn check_cdi_dir(dir: &Path, config: &ConfigSet) -> Result<(), HostEr
         dir: dir.to_owned(),
         source,
     };
-    wdp_resource::cdi::check_dir(dir).map_err(fail)
+    wdp_cdi::check_dir(dir).map_err(fail)
 }
 
 /// When a DRA resource is configured: the node name is known, the plugins
 /// registry folder exists, the plugins and state folders can be created,
 /// and every driver's sockets fit a Unix socket address.
 pub(crate) fn check_dra_setup(options: &HostOptions, config: &ConfigSet) -> Result<(), HostError> {
-    let drivers: Vec<(&str, &wdp_resource::ResourceConfig)> = config.dra_resources().collect();
+    let drivers: Vec<(&str, &wdp_config::ResourceConfig)> = config.dra_resources().collect();
     let Some((_, first)) = drivers.first() else {
         return Ok(());
     };
@@ -41,7 +41,7 @@ pub(crate) fn check_dra_setup(options: &HostOptions, config: &ConfigSet) -> Resu
         });
     }
     check_plugin_dir(&options.plugins_registry_dir)?;
-    wdp_resource::cdi::check_dir(&options.cdi_dir).map_err(|source| HostError::CdiDir {
+    wdp_cdi::check_dir(&options.cdi_dir).map_err(|source| HostError::CdiDir {
         dir: options.cdi_dir.clone(),
         source,
     })?;

@@ -9,11 +9,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use wdp_config::ConfigSet;
 use wdp_hardware::HostRoot;
 use wdp_policy::PolicyEngine;
-use wdp_resource::loading::{load_changed_specs, ms};
-use wdp_resource::spec::ResourceSpec;
-use wdp_resource::{ConfigSet, DeviceSet, Resource};
+use wdp_resource::ResourceSpec;
+use wdp_resource::{DeviceSet, Resource};
+use wdp_resource::{load_changed_specs, ms};
 
 use crate::error::HostError;
 use crate::metrics::Metrics;

@@ -23,9 +23,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use wdp_config::{ServingApi, default_socket_name};
 use wdp_dra_driver::{Draining, checkpointed_drivers, held_by_checkpoint};
 use wdp_kubelet_socket::device_manager_checkpoint;
-use wdp_resource::config::{ServingApi, default_socket_name};
 use wdp_resource::{Resource, Withholding};
 
 use crate::api_switch;

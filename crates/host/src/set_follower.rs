@@ -5,8 +5,8 @@
 use std::sync::{Arc, Weak};
 
 use tokio_util::sync::CancellationToken;
+use wdp_config::sets::{describe_available, scan_sets};
 use wdp_dra_client::NodeLabel;
-use wdp_resource::config::sets::{describe_available, scan_sets};
 
 use crate::config_sets::{self, SwitchState, set_for_label, shown};
 use crate::error::HostError;

@@ -23,11 +23,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use wdp_config::ConfigSet;
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
-use wdp_resource::loading::{load_specs, new_engine};
-use wdp_resource::{ConfigSet, Resource};
+use wdp_resource::Resource;
+use wdp_resource::{load_specs, new_engine};
 
 use crate::config_sets;
 use crate::error::HostError;

@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, broadcast, watch};
 use tokio_util::sync::CancellationToken;
+use wdp_config::ConfigSet;
 use wdp_device_plugin::{FolderEvent, ServerHandle};
 use wdp_dra_driver::{DraApi, DraDriver, Draining};
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
-use wdp_resource::loading::ms;
-use wdp_resource::{ConfigSet, DeviceSet, Resource};
+use wdp_resource::ms;
+use wdp_resource::{DeviceSet, Resource};
 
 use crate::api_switch::Handover;
 use crate::config_sets;
@@ -376,11 +377,10 @@ impl Host {
     /// default) and checks it against the node's folders.
     async fn read_config(&self, set: Option<String>) -> Result<ConfigSet, HostError> {
         let dir = self.options.config_dir.clone();
-        let config = tokio::task::spawn_blocking(move || {
-            wdp_resource::config::load_set(&dir, set.as_deref())
-        })
-        .await
-        .map_err(HostError::Task)??;
+        let config =
+            tokio::task::spawn_blocking(move || wdp_config::load_set(&dir, set.as_deref()))
+                .await
+                .map_err(HostError::Task)??;
         config.check_socket_paths(&self.options.device_plugin_dir)?;
         preflight::check_cdi_dir(&self.options.cdi_dir, &config)?;
         preflight::check_dra_setup(&self.options, &config)?;
@@ -494,7 +494,7 @@ impl Host {
         }
         self.metrics.forget_resource(name);
         // Its CDI spec goes with it (a no-op when it wrote none).
-        if let Err(error) = wdp_resource::cdi::remove(&self.options.cdi_dir, name) {
+        if let Err(error) = wdp_cdi::remove(&self.options.cdi_dir, name) {
             tracing::warn!(resource = %name, %error, "cannot remove the CDI spec");
         }
     }

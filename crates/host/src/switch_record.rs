@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use wdp_resource::atomic_file::{self, Durability};
+use wdp_cdi::atomic_file::{self, Durability};
 
 /// What a restarting host needs to resume a handover.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
+use wdp_config::ServingApi;
 use wdp_kubelet_socket::PodResourcesReader;
 use wdp_resource::Resource;
-use wdp_resource::config::ServingApi;
 
 use crate::api_switch::{self, Direction, SwitchPaths};
 use crate::error::HostError;

@@ -60,7 +60,7 @@ pub struct KubeletMetrics {
 impl KubeletMetrics {
     /// The kubelet-facing families, registered in `registry` and at zero.
     /// `latency_histogram` makes the RPC duration histograms: the host
-    /// passes `wdp_resource::metrics::latency_histogram`, the buckets every
+    /// passes `wdp_resource::latency_histogram`, the buckets every
     /// duration histogram shares (this crate is below none of it).
     pub fn register(registry: &mut Registry, latency_histogram: fn() -> Histogram) -> Arc<Self> {
         let metrics = Self {

@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use wdp_config::{CdiEdits, CdiMode};
 use wdp_hardware::{Candidate, CandidateKind, DeviceNode, NodeType};
 use wdp_policy::types::Device;
-use wdp_resource::cdi;
-use wdp_resource::config::{CdiEdits, CdiMode};
-use wdp_resource::device_set::DeviceSet;
+use wdp_resource::{DeviceSet, cdi_spec};
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
@@ -19,7 +18,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let text = "version = 1\nresource = \"bench.example.com/gpu\"\ncdi = \"both\"\n[[nodes]]\npath = \"/dev/x\"\n[cdi-edits]\nenv = [\"A=b\"]\n";
     std::fs::write(dir.path().join("gpu.toml"), text).unwrap();
-    let config = wdp_resource::config::load_dir(dir.path()).unwrap();
+    let config = wdp_config::load_dir(dir.path()).unwrap();
     let resource = config.resources.values().next().unwrap().clone();
     assert_eq!(resource.cdi, CdiMode::Both);
     assert_eq!(
@@ -63,11 +62,11 @@ fn main() {
         let mut samples = Vec::new();
         for _ in 0..200 {
             let started = Instant::now();
-            let spec = cdi::spec(&resource, &set);
-            cdi::write(&out, &resource.resource, &spec).unwrap();
+            let spec = cdi_spec(&resource, &set);
+            wdp_cdi::write(&out, &resource.resource, &spec).unwrap();
             samples.push(started.elapsed());
         }
-        let bytes = std::fs::metadata(cdi::spec_file(&out, &resource.resource))
+        let bytes = std::fs::metadata(wdp_cdi::spec_file(&out, &resource.resource))
             .unwrap()
             .len();
         println!(

@@ -71,9 +71,9 @@ fn main() {
             "version = 1\nresource = \"example.com/acc\"\n[[nodes]]\npath = \"/dev/acc*\"\n",
         )
         .unwrap();
-        let config = wdp_resource::config::load_dir(&config).unwrap();
-        let engine = wdp_resource::loading::new_engine(&config).unwrap();
-        let spec = wdp_resource::loading::load_specs(&engine, &config)
+        let config = wdp_config::load_dir(&config).unwrap();
+        let engine = wdp_resource::new_engine(&config).unwrap();
+        let spec = wdp_resource::load_specs(&engine, &config)
             .unwrap()
             .into_values()
             .next()

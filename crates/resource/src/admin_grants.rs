@@ -14,11 +14,11 @@ use wdp_hardware::{AdminNode, AdminNodeKind, AdminNodes, Candidate, HostRoot, No
 use wdp_policy::types::{Device, DeviceNode};
 
 /// A resource's grants of administrative node kinds.
-pub type Grants = BTreeSet<AdminNodeKind>;
+pub(crate) type Grants = BTreeSet<AdminNodeKind>;
 
 /// The sentence refusing `found`, reached through `via` ("companion node",
 /// "the answer's device", …), with the setting that would grant it.
-pub fn refusal(via: &str, found: &AdminNode) -> String {
+pub(crate) fn refusal(via: &str, found: &AdminNode) -> String {
     format!(
         "{via} {found}: an administrative node is never handed to a container by default; \
          add \"{}\" to grant-admin-nodes to hand it out on purpose",
@@ -28,7 +28,7 @@ pub fn refusal(via: &str, found: &AdminNode) -> String {
 
 /// The first node of `nodes` (numbers known) that is administrative and
 /// not granted.
-pub fn first_refused<'a>(
+pub(crate) fn first_refused<'a>(
     known: &AdminNodes,
     grants: &Grants,
     nodes: impl IntoIterator<Item = &'a DeviceNode>,
@@ -43,7 +43,7 @@ pub fn first_refused<'a>(
 /// from `companions`, so no container and no CDI spec receives it) and the
 /// devices whose candidates hold one (named, to be held back as
 /// Unhealthy).
-pub fn screen(
+pub(crate) fn screen(
     known: &AdminNodes,
     grants: &Grants,
     present: &[Candidate],
@@ -91,7 +91,7 @@ pub fn screen(
 /// every mount source (a directory entry by entry) must not be an
 /// administrative node the resource does not grant. The host's facts are
 /// read only when such a path shows.
-pub fn check_answer<'a>(
+pub(crate) fn check_answer<'a>(
     root: &HostRoot,
     grants: &Grants,
     screened: &HashSet<String>,

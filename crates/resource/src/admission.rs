@@ -12,13 +12,13 @@ use wdp_policy::types::{DeviceNode, DeviceRef};
 use crate::admin_grants;
 use crate::admission_error::AdmissionError;
 use crate::builtin;
-use crate::config::{CdiMode, HookBinding, OnError};
 use crate::device_set::{AdvertisedDevice, DeviceSet};
 use crate::grant::ContainerGrant;
 use crate::guest_call::GuestFailure;
 use crate::resource::Resource;
 use crate::spec::ResourceSpec;
 use crate::validate;
+use wdp_config::{CdiMode, HookBinding, OnError};
 
 impl Resource {
     /// `GetPreferredAllocation` for one container. Works on positions in
@@ -127,7 +127,7 @@ impl Resource {
         if spec.config.cdi != CdiMode::Off {
             default.cdi_devices = ids
                 .iter()
-                .map(|id| crate::cdi::device_name(&spec.config.resource, id))
+                .map(|id| wdp_cdi::device_name(&spec.config.resource, id))
                 .collect();
             if spec.config.cdi == CdiMode::Names {
                 default.devices.clear();

@@ -10,7 +10,7 @@ use crate::device_set::AdvertisedDevice;
 
 /// Discovery: every candidate is one device with its selector's replica
 /// count (`replicas[i]` for `candidates[i]`).
-pub fn discovery(candidates: &[Candidate], replicas: &[u32]) -> Vec<Device> {
+pub(crate) fn discovery(candidates: &[Candidate], replicas: &[u32]) -> Vec<Device> {
     candidates
         .iter()
         .zip(replicas)
@@ -29,7 +29,7 @@ pub fn discovery(candidates: &[Candidate], replicas: &[u32]) -> Vec<Device> {
 }
 
 /// Health: healthy while every candidate of the device is present.
-pub fn verdict(device: &Device, present: impl Fn(&str) -> bool) -> Verdict {
+pub(crate) fn verdict(device: &Device, present: impl Fn(&str) -> bool) -> Verdict {
     let missing: Vec<&str> = device
         .candidates
         .iter()
@@ -50,7 +50,7 @@ pub fn verdict(device: &Device, present: impl Fn(&str) -> bool) -> Verdict {
 /// Whether the built-in preferred allocation can choose better than any
 /// other pick among these candidates: only when they lie on more than one
 /// NUMA node (it packs onto one).
-pub fn packing_helps(candidates: &[Candidate]) -> bool {
+pub(crate) fn packing_helps(candidates: &[Candidate]) -> bool {
     let mut nodes = candidates.iter().flat_map(|c| c.numa_nodes.iter());
     nodes
         .next()
@@ -62,7 +62,7 @@ pub fn packing_helps(candidates: &[Candidate]) -> bool {
 /// ties by ID. Works on positions in `devices` (a device set's devices, in
 /// ID order): `available` and `must_include` in, positions out, so no ID
 /// is compared or copied.
-pub fn preferred(
+pub(crate) fn preferred(
     devices: &[AdvertisedDevice],
     available: &[u32],
     must_include: &[u32],
@@ -111,7 +111,7 @@ pub fn preferred(
 /// Allocate: one device spec per distinct device node of the devices, then
 /// per companion node, at the same path in the container, with the
 /// resource's cgroup permissions.
-pub fn allocate(
+pub(crate) fn allocate(
     devices: &[&AdvertisedDevice],
     companions: &[DeviceNode],
     permissions: &str,

@@ -11,11 +11,11 @@ use wdp_policy::types::DeviceNode;
 use crate::convert::guest_node;
 
 /// The VFIO container node every VFIO group node needs.
-pub const VFIO_CONTAINER: &str = "/dev/vfio/vfio";
+pub(crate) const VFIO_CONTAINER: &str = "/dev/vfio/vfio";
 
 /// The companions of a resource at one refresh.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Companions {
+pub(crate) struct Companions {
     /// The nodes found (host paths), in config order, without repeats.
     pub nodes: Vec<DeviceNode>,
     /// Required companions that are missing, each as a sentence.
@@ -42,7 +42,11 @@ pub fn wanted(configured: &[NodeSelector], present: &[Candidate]) -> Vec<NodeSel
 }
 
 /// Finds the [`wanted`] companions under `root`.
-pub fn resolve(root: &HostRoot, configured: &[NodeSelector], present: &[Candidate]) -> Companions {
+pub(crate) fn resolve(
+    root: &HostRoot,
+    configured: &[NodeSelector],
+    present: &[Candidate],
+) -> Companions {
     let mut found = Companions::default();
     for companion in &wanted(configured, present) {
         match wdp_hardware::glob_nodes(root, &companion.path) {

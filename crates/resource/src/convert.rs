@@ -7,7 +7,7 @@ use wdp_hardware::{Candidate, CandidateKind, DeviceNode, NodeType};
 use wdp_policy::types as guest;
 
 /// A device node as guests see it (host path as a string).
-pub fn guest_node(n: &DeviceNode) -> guest::DeviceNode {
+pub(crate) fn guest_node(n: &DeviceNode) -> guest::DeviceNode {
     guest::DeviceNode {
         path: n.path.to_string_lossy().into_owned(),
         node_type: match n.node_type {
@@ -22,7 +22,7 @@ pub fn guest_node(n: &DeviceNode) -> guest::DeviceNode {
 
 /// A candidate as guests see it; `present` says whether its hardware is
 /// there now.
-pub fn guest_candidate(c: &Candidate, present: bool) -> guest::Candidate {
+pub(crate) fn guest_candidate(c: &Candidate, present: bool) -> guest::Candidate {
     guest::Candidate {
         id: c.id.clone(),
         kind: match c.kind {

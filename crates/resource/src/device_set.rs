@@ -31,7 +31,7 @@ impl CandidateLookup for BTreeMap<String, Candidate> {
 }
 
 /// Separator between a shared device's ID and its replica number.
-pub const REPLICA_SEPARATOR: &str = "::";
+pub(crate) const REPLICA_SEPARATOR: &str = "::";
 
 /// One device ID as advertised to the kubelet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,7 +201,7 @@ pub type SharedDeviceSet = Arc<DeviceSet>;
 
 /// How many kubelet IDs `devices` expand into (replicas counted), computed
 /// without building anything; saturates instead of overflowing.
-pub fn advertised_count(devices: &[Device]) -> usize {
+pub(crate) fn advertised_count(devices: &[Device]) -> usize {
     devices.iter().fold(0usize, |total, d| {
         total.saturating_add(usize::try_from(d.replicas.max(1)).unwrap_or(usize::MAX))
     })
@@ -209,7 +209,7 @@ pub fn advertised_count(devices: &[Device]) -> usize {
 
 impl DeviceSet {
     /// Expands `devices` with their verdicts into kubelet device IDs,
-    /// sorted. The caller bounds the count first ([`advertised_count`]); a
+    /// sorted. The caller bounds the count first (`advertised_count`); a
     /// device without a verdict is healthy.
     pub fn build(
         devices: &[Device],
@@ -273,7 +273,7 @@ impl DeviceSet {
         self
     }
 
-    /// The devices withheld for now ([`crate::withholding`]).
+    /// The devices withheld for now ([`Withholding`](crate::Withholding)).
     pub fn withholding(&self) -> &Arc<Withholding> {
         &self.withholding
     }
@@ -489,7 +489,7 @@ impl DeviceSet {
 /// How one device's health differs from the set before, as the log tells
 /// it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HealthChange<'a> {
+pub(crate) enum HealthChange<'a> {
     /// Unhealthy now, and healthy before, unhealthy for another reason,
     /// or not there.
     Unhealthy {
@@ -509,7 +509,10 @@ pub enum HealthChange<'a> {
 /// of `after` that is unhealthy and was not so for the same reason, and
 /// every device healthy again. Devices that came healthy or left are not
 /// health changes.
-pub fn health_changes<'a>(before: &DeviceSet, after: &'a DeviceSet) -> Vec<HealthChange<'a>> {
+pub(crate) fn health_changes<'a>(
+    before: &DeviceSet,
+    after: &'a DeviceSet,
+) -> Vec<HealthChange<'a>> {
     after
         .devices()
         .iter()

@@ -18,9 +18,9 @@ use crate::admission_error::AdmissionError;
 use crate::resource::Resource;
 
 /// The most conditions one device status may carry.
-pub const MAX_CONDITIONS: usize = 8;
+pub(crate) const MAX_CONDITIONS: usize = 8;
 /// The largest `data` of one device status, in bytes.
-pub const MAX_STATUS_DATA: usize = 10 * 1024;
+pub(crate) const MAX_STATUS_DATA: usize = 10 * 1024;
 /// The most IPs of one device's network data.
 const MAX_IPS: usize = 16;
 
@@ -83,7 +83,7 @@ impl Resource {
 /// `True`/`False`/`Unknown`, reason one CamelCase word), `data` a JSON
 /// object of at most [`MAX_STATUS_DATA`] bytes, and network data within
 /// the API's lengths with IPs in CIDR notation.
-pub fn check_statuses(statuses: &[DeviceStatus], ids: &[String]) -> Result<(), String> {
+pub(crate) fn check_statuses(statuses: &[DeviceStatus], ids: &[String]) -> Result<(), String> {
     let mut seen = BTreeSet::new();
     for status in statuses {
         let what = format!("status of device {:?}", status.id);

@@ -24,19 +24,19 @@ use wdp_k8s_naming::{Quantity, dns_label_problem, label_name_problem, label_valu
 /// The most partitions one resource may describe.
 pub const MAX_PARTITIONS: usize = 1024;
 /// The most counter sets one resource may describe.
-pub const MAX_COUNTER_SETS: usize = 256;
+pub(crate) const MAX_COUNTER_SETS: usize = 256;
 /// The most counters in one counter set (the API's limit).
-pub const MAX_COUNTERS_PER_SET: usize = 32;
+pub(crate) const MAX_COUNTERS_PER_SET: usize = 32;
 /// The most counter sets one device or partition may consume from (the
 /// limit of 1.35 and later API servers).
-pub const MAX_CONSUMPTIONS_PER_DEVICE: usize = 2;
+pub(crate) const MAX_CONSUMPTIONS_PER_DEVICE: usize = 2;
 /// The most capacities of one device or partition.
-pub const MAX_CAPACITIES: usize = 16;
+pub(crate) const MAX_CAPACITIES: usize = 16;
 /// The most attributes of one partition.
-pub const MAX_PARTITION_ATTRIBUTES: usize = 32;
+pub(crate) const MAX_PARTITION_ATTRIBUTES: usize = 32;
 /// The most taints a guest may give one device: the API allows 4, and the
 /// fourth place is kept for the health taint.
-pub const MAX_GUEST_TAINTS: usize = 3;
+pub(crate) const MAX_GUEST_TAINTS: usize = 3;
 /// The largest amount a counter or capacity may hold: 2^63 - 1 units,
 /// far beyond any device (8 EiB of bytes).
 const MAX_UNITS: i128 = i64::MAX as i128;
@@ -105,7 +105,7 @@ impl DraExtras {
 
 /// Checks a `dra-layout` answer against the devices it describes (see the
 /// module docs). The error names what is wrong.
-pub fn check_layout(layout: &Layout, devices: &[Device]) -> Result<(), String> {
+pub(crate) fn check_layout(layout: &Layout, devices: &[Device]) -> Result<(), String> {
     let device_ids: BTreeSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
     if layout.counter_sets.len() > MAX_COUNTER_SETS {
         return Err(format!(
@@ -332,7 +332,7 @@ fn check_capacity(capacity: &[Capacity], shared: bool, what: &str) -> Result<(),
 /// Checks a `device-taints` answer: known device IDs, each once, at most
 /// [`MAX_GUEST_TAINTS`] taints with a label-name key, a label value and
 /// no key twice.
-pub fn check_taints(answer: &[Tainted], devices: &[Device]) -> Result<(), String> {
+pub(crate) fn check_taints(answer: &[Tainted], devices: &[Device]) -> Result<(), String> {
     let device_ids: BTreeSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
     let mut seen = BTreeSet::new();
     for tainted in answer {

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use wdp_hardware::{Candidate, HostRoot};
 use wdp_policy::{CallContext, CallError, CallErrorKind, Guest, Hook};
 
-use crate::config::HookBinding;
 use prometheus_client::metrics::gauge::Gauge;
+use wdp_config::HookBinding;
 
 use crate::metrics::{GuestLabels, ResourceMetrics};
 use crate::services::ResourceServices;
@@ -147,7 +147,7 @@ pub async fn with_claim<F: std::future::Future>(
 }
 
 /// Calls the guests of one resource.
-pub struct GuestCaller {
+pub(crate) struct GuestCaller {
     resource: String,
     root: HostRoot,
     metrics: Arc<ResourceMetrics>,

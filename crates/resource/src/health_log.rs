@@ -19,18 +19,18 @@ use std::time::{Duration, Instant};
 use crate::device_set::{DeviceSet, HealthChange};
 
 /// The interval over which a device's health lines are counted.
-pub const HEALTH_LINE_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const HEALTH_LINE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The most health lines one device gets in one [`HEALTH_LINE_INTERVAL`].
-pub const HEALTH_LINES_PER_INTERVAL: u32 = 4;
+pub(crate) const HEALTH_LINES_PER_INTERVAL: u32 = 4;
 
 /// Devices whose health changes are logged one by one in a refresh; more
 /// are counted in one line.
-pub const HEALTH_CHANGES_LOGGED: usize = 10;
+pub(crate) const HEALTH_CHANGES_LOGGED: usize = 10;
 
 /// One line to log.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HealthLine {
+pub(crate) enum HealthLine {
     /// WARN: the device is unhealthy now.
     Unhealthy {
         /// The kubelet ID.
@@ -82,7 +82,7 @@ impl HealthLine {
 
 /// When each device was last logged, and what was left out since.
 #[derive(Debug, Default)]
-pub struct HealthLog {
+pub(crate) struct HealthLog {
     devices: HashMap<String, DeviceLog>,
 }
 

@@ -34,7 +34,7 @@ pub struct HeldDevice {
 
 /// What the prepared claims hold, with the hardware each held name means.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HeldLayout {
+pub(crate) struct HeldLayout {
     /// Held partitions: partition ID → the advertised device it is on.
     partitions: BTreeMap<String, String>,
     /// Counter sets a held device or partition draws on → the advertised

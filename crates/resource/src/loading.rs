@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use wdp_policy::{EngineSettings, PolicyEngine};
 
-use crate::config::ConfigSet;
 use crate::error::ResourceError;
 use crate::resource::Resource;
 use crate::spec::ResourceSpec;
+use wdp_config::ConfigSet;
 
 /// The Wasm engine for a configuration (its precompiled-guest cache).
 pub fn new_engine(config: &ConfigSet) -> Result<Arc<PolicyEngine>, ResourceError> {

@@ -18,7 +18,8 @@ use prometheus_client::registry::Registry;
 
 mod labels;
 
-pub use labels::{GuestLabels, GuestResultLabels, HealthLabels, ResourceLabel};
+pub use labels::{GuestLabels, ResourceLabel};
+pub(crate) use labels::{GuestResultLabels, HealthLabels};
 
 /// The latency buckets of every duration histogram: 20 µs .. ~40 s. The
 /// kubelet RPC and DRA claim histograms of the layers above use the same.
@@ -30,11 +31,11 @@ pub fn latency_histogram() -> Histogram {
 #[derive(Debug)]
 pub struct ResourceMetrics {
     /// `wasm_device_plugin_devices`.
-    pub devices: Family<HealthLabels, Gauge>,
+    pub(crate) devices: Family<HealthLabels, Gauge>,
     /// `wasm_device_plugin_allocated_devices_total`.
     pub allocated_devices: Family<ResourceLabel, Counter>,
     /// `wasm_device_plugin_guest_calls_total`.
-    pub guest_calls: Family<GuestResultLabels, Counter>,
+    pub(crate) guest_calls: Family<GuestResultLabels, Counter>,
     /// `wasm_device_plugin_guest_call_duration_seconds`.
     pub guest_duration: Family<GuestLabels, Histogram>,
     /// `wasm_device_plugin_guest_calls_in_flight`.

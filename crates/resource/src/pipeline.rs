@@ -15,22 +15,22 @@ use wdp_policy::types::{Device, DeviceFacts, DeviceNode, Verdict};
 use crate::admin_grants;
 use crate::builtin;
 use crate::companions;
-use crate::config::{CdiMode, OnError, ResourceConfig, ServingApi};
 use crate::convert::guest_candidate;
 use crate::device_set::{CandidateLookup, DeviceSet, SharedDeviceSet};
 use crate::dra_layout::{self, DraExtras};
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
 use crate::held::HeldLayout;
-use crate::limits::KUBELET_MAX_MESSAGE_BYTES;
 use crate::scan::{scan, watch_paths};
 use crate::spec::ResourceSpec;
 use crate::validate;
+use wdp_config::limits::KUBELET_MAX_MESSAGE_BYTES;
+use wdp_config::{CdiMode, OnError, ResourceConfig, ServingApi};
 
 /// What the pipeline remembers between runs: shared handles only, so the
 /// state of a 65,000-device resource costs no copy of any device.
 #[derive(Clone, Debug, Default)]
-pub struct DiscoveryState {
+pub(crate) struct DiscoveryState {
     /// The candidates of the latest scan (shared with the RPC path: one
     /// copy of each candidate's facts, however many readers).
     pub present: Arc<Vec<Candidate>>,
@@ -53,7 +53,7 @@ pub struct DiscoveryState {
 /// numbers, hands back the same set without building it again (a poll of
 /// 1,024 unchanged nodes costs the scan alone).
 #[derive(Clone, Debug)]
-pub struct Settled {
+pub(crate) struct Settled {
     config: ResourceConfig,
     admin: AdminNodes,
     /// The warnings of the stages after the scan.
@@ -95,7 +95,7 @@ impl CandidateLookup for Known<'_> {
 
 /// One run's result.
 #[derive(Debug)]
-pub struct Refreshed {
+pub(crate) struct Refreshed {
     /// What to advertise: the previous set itself when nothing changed
     /// (same generation, no second copy).
     pub set: SharedDeviceSet,
@@ -111,7 +111,7 @@ pub struct Refreshed {
 
 /// How a run treats failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// First load and reload dry runs: any failure refuses the config.
     Strict,
     /// Serving: failures fall back (per `on-error`) and become warnings.
@@ -130,7 +130,7 @@ pub enum Mode {
 /// (read again only after a change under them); a strict run reads
 /// everything.
 #[allow(clippy::too_many_arguments)]
-pub fn run(
+pub(crate) fn run(
     spec: &ResourceSpec,
     root: &HostRoot,
     listings: Option<&ListingCache>,
@@ -186,7 +186,7 @@ pub fn run(
     if spec.config.cdi != CdiMode::Off
         && let Some(problem) = devices
             .iter()
-            .find_map(|d| crate::cdi_names::check_device_name(&d.id).err())
+            .find_map(|d| wdp_cdi::names::check_device_name(&d.id).err())
     {
         return Err(refuse(problem));
     }

@@ -16,8 +16,7 @@ use tokio_util::sync::CancellationToken;
 use wdp_hardware::{Candidate, ChangeReceiver, ChangeWatcher, HostRoot};
 use wdp_policy::Hook;
 
-use crate::cdi;
-use crate::config::{CdiMode, ServingApi};
+use crate::cdi_spec;
 use crate::device_set::{DeviceSet, SharedDeviceSet};
 use crate::error::ResourceError;
 use crate::guest_call::GuestCaller;
@@ -27,6 +26,7 @@ use crate::metrics::ResourceMetrics;
 use crate::pipeline::{self, DiscoveryState, Mode, Refreshed};
 use crate::spec::ResourceSpec;
 use crate::withholding::Withholding;
+use wdp_config::{CdiMode, ServingApi};
 
 /// One configured resource, shared by its gRPC server, its refresh loop
 /// and the reload logic.
@@ -64,7 +64,7 @@ pub struct Resource {
     /// Where CDI specs go (`None` offline: nothing is written).
     cdi_dir: Option<PathBuf>,
     /// The CDI spec last written, to write only changes.
-    cdi_written: Mutex<Option<cdi::Spec>>,
+    cdi_written: Mutex<Option<wdp_cdi::Spec>>,
     /// Which devices' health lines were logged lately (rate-limited).
     health_log: Mutex<HealthLog>,
     /// What the DRA driver's prepared claims hold of the layout.
@@ -269,7 +269,7 @@ impl Resource {
 
     /// Records what the DRA driver's prepared claims hold (all of them,
     /// each time they change): from now on no layout may move a held name
-    /// to other hardware (see [`crate::held`]). The hardware each held
+    /// to other hardware (see the `held` module). The hardware each held
     /// name means is read from the layout being served.
     pub fn hold<'a>(&self, devices: impl IntoIterator<Item = &'a HeldDevice>) {
         let held = HeldLayout::new(devices, self.devices().dra());
@@ -278,7 +278,7 @@ impl Resource {
         }
     }
 
-    /// Withholds devices from now on ([`crate::withholding`]): the set
+    /// Withholds devices from now on ([`Withholding`]): the set
     /// being served is published again with them withheld (the
     /// device-plugin API reports them `Unhealthy`, the DRA driver leaves
     /// them out of its slices, and admissions refuse them). Logged when it
@@ -519,7 +519,7 @@ impl Resource {
         // resource with none has no spec until it has devices again.
         let set = self.devices.borrow().clone();
         let wanted = (spec.config.cdi != CdiMode::Off && !set.is_empty())
-            .then(|| cdi::spec(&spec.config, &set));
+            .then(|| cdi_spec::cdi_spec(&spec.config, &set));
         let mut written = self
             .cdi_written
             .lock()
@@ -528,8 +528,8 @@ impl Resource {
             return;
         }
         let result = match &wanted {
-            Some(cdi_spec) => cdi::write(dir, &self.name, cdi_spec).map(drop),
-            None => cdi::remove(dir, &self.name),
+            Some(written_spec) => wdp_cdi::write(dir, &self.name, written_spec).map(drop),
+            None => wdp_cdi::remove(dir, &self.name),
         };
         match result {
             Ok(()) => *written = wanted,
@@ -577,10 +577,10 @@ impl Resource {
 /// From this many advertised devices on, a refresh hands the memory it
 /// freed back to the kernel ([`wdp_policy::release_free_memory`], about a
 /// millisecond).
-pub const TRIM_AFTER_DEVICES: usize = 1024;
+pub(crate) const TRIM_AFTER_DEVICES: usize = 1024;
 
 /// How many times a refresh's duration the next poll waits at least.
-pub const POLL_COST_FACTOR: u32 = 100;
+pub(crate) const POLL_COST_FACTOR: u32 = 100;
 
 /// The wait before the next poll: `interval`, or [`POLL_COST_FACTOR`]
 /// times the last refresh's duration when that is longer.

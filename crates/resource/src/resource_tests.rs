@@ -39,7 +39,7 @@ fn unscanned_nodes_resource(
         ),
     )
     .unwrap();
-    let config = crate::config::load_dir(&config).unwrap();
+    let config = wdp_config::load_dir(&config).unwrap();
     let engine = crate::loading::new_engine(&config).unwrap();
     let spec = crate::loading::load_specs(&engine, &config)
         .unwrap()

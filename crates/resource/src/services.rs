@@ -10,7 +10,7 @@ use wdp_policy::{HostServices, types as guest};
 use crate::convert::guest_candidate;
 
 /// The hardware facts one guest call may see.
-pub struct ResourceServices {
+pub(crate) struct ResourceServices {
     root: HostRoot,
     candidates: Arc<Vec<Candidate>>,
     writable: Vec<String>,
@@ -56,7 +56,7 @@ impl HostServices for ResourceServices {
 }
 
 /// Whether a candidate's hardware is there right now.
-pub fn is_present(root: &HostRoot, candidate: &Candidate) -> bool {
+pub(crate) fn is_present(root: &HostRoot, candidate: &Candidate) -> bool {
     match &candidate.sysfs_dir {
         Some(dir) => root.resolve(dir).exists(),
         None => candidate

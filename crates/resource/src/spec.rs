@@ -7,8 +7,8 @@ use std::sync::Arc;
 use wdp_policy::signature::{self, TrustedKey};
 use wdp_policy::{CallContext, CallLimits, Guest, Hook, NoHardware, PolicyEngine};
 
-use crate::config::{HookBinding, ResourceConfig};
 use crate::error::{GuestProblem, ResourceError};
+use wdp_config::{HookBinding, ResourceConfig};
 
 /// A resource's configuration with its guests loaded and smoke-tested.
 #[derive(Clone)]
@@ -167,7 +167,7 @@ impl ResourceSpec {
 }
 
 /// The call limits of a hook binding.
-pub fn limits(binding: &HookBinding) -> CallLimits {
+pub(crate) fn limits(binding: &HookBinding) -> CallLimits {
     CallLimits {
         timeout: binding.timeout,
         memory_bytes: binding.memory_limit_bytes,

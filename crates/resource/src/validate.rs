@@ -8,14 +8,14 @@ use wdp_policy::types::{Device, Verdict};
 
 use crate::device_set::{CandidateLookup, REPLICA_SEPARATOR, advertised_count};
 use crate::grant::ContainerGrant;
-use crate::limits::MAX_DEVICE_ID_LEN;
-use crate::limits::{KUBELET_MAX_MESSAGE_BYTES, MAX_DEVICES_PER_RESOURCE};
+use wdp_config::limits::MAX_DEVICE_ID_LEN;
+use wdp_config::limits::{KUBELET_MAX_MESSAGE_BYTES, MAX_DEVICES_PER_RESOURCE};
 
 /// Checks discovery's devices before anything is built from them: at most
 /// [`MAX_DEVICES_PER_RESOURCE`] IDs once replicas are expanded; IDs unique,
 /// non-empty, at most 63 characters with their replica suffix and made of
 /// kubelet-safe characters; candidates the resource selected.
-pub fn devices(devices: &[Device], candidates: &impl CandidateLookup) -> Result<(), String> {
+pub(crate) fn devices(devices: &[Device], candidates: &impl CandidateLookup) -> Result<(), String> {
     let count = advertised_count(devices);
     if count > MAX_DEVICES_PER_RESOURCE {
         return Err(format!(
@@ -71,7 +71,7 @@ pub fn devices(devices: &[Device], candidates: &impl CandidateLookup) -> Result<
 }
 
 /// Verdicts must name devices of the input, each at most once.
-pub fn verdicts(list: &[Verdict], known: &BTreeMap<String, Verdict>) -> Result<(), String> {
+pub(crate) fn verdicts(list: &[Verdict], known: &BTreeMap<String, Verdict>) -> Result<(), String> {
     let mut seen = BTreeSet::new();
     for v in list {
         if !known.contains_key(&v.id) {
@@ -130,7 +130,7 @@ pub fn preferred(
 
 /// A container grant's encoded size ([`ContainerGrant::encoded_len`]) must
 /// fit the kubelet's limit.
-pub fn message_size(response: &ContainerGrant) -> Result<(), String> {
+pub(crate) fn message_size(response: &ContainerGrant) -> Result<(), String> {
     let size = response.encoded_len();
     if size > KUBELET_MAX_MESSAGE_BYTES {
         return Err(format!(
@@ -143,7 +143,7 @@ pub fn message_size(response: &ContainerGrant) -> Result<(), String> {
 /// A container grant: its size ([`message_size`]), absolute paths,
 /// permission strings, environment names, and CDI names of the form
 /// `vendor/class=name`.
-pub fn container_grant(response: &ContainerGrant) -> Result<(), String> {
+pub(crate) fn container_grant(response: &ContainerGrant) -> Result<(), String> {
     message_size(response)?;
     for spec in &response.devices {
         for path in [&spec.host_path, &spec.container_path] {

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 /// Which devices are withheld.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum WithheldDevices {
+pub(crate) enum WithheldDevices {
     /// None: every device is offered as its health says.
     #[default]
     None,
@@ -30,7 +30,7 @@ pub enum WithheldDevices {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Withholding {
     /// Which devices.
-    pub devices: WithheldDevices,
+    pub(crate) devices: WithheldDevices,
     /// Why, for logs and refusals (for example "held by running containers
     /// through the device-plugin API").
     pub reason: String,

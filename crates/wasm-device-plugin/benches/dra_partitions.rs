@@ -32,7 +32,7 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use support::{Layout, ms, percentile};
 use wdp_fake_apiserver::FakeApiServer;
 use wdp_kubelet_sim::{ClaimRef, DraSimOptions, SimDraKubelet, SimKubelet};
-use wdp_resource::dra_layout::MAX_PARTITIONS;
+use wdp_resource::MAX_PARTITIONS;
 
 const NODE: &str = "bench-node";
 const DRIVER: &str = "gpu.example.com";

@@ -281,7 +281,7 @@ async fn print_device_list_changes(kubelet: &SimKubelet) {
 /// the demo cannot start on a fresh checkout), names them and says how the
 /// example guests are built. `None` when every guest is there.
 fn missing_guests_hint(config_dir: &Path) -> Option<String> {
-    let config = wdp_resource::config::load_dir(config_dir).ok()?;
+    let config = wdp_config::load_dir(config_dir).ok()?;
     let mut missing: Vec<String> = config
         .resources
         .values()

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use wdp_device_plugin::kubelet_status;
 
-use wdp_resource::spec::ResourceSpec;
+use wdp_resource::ResourceSpec;
 use wdp_resource::{Resource, SharedDeviceSet};
 
 #[derive(Debug, clap::Args)]

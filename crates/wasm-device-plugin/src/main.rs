@@ -425,7 +425,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
     let reports = match &args.node_label {
         None => wdp_host::check(&args.config_dir, &args.host_root)?,
         Some(value) => {
-            let label = wdp_resource::config::load_dir(&args.config_dir)?
+            let label = wdp_config::load_dir(&args.config_dir)?
                 .host
                 .config_sets
                 .node_label;
@@ -439,11 +439,9 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
     };
     if let Some(dir) = &args.cdi_dir
-        && reports
-            .iter()
-            .any(|r| r.cdi != wdp_resource::config::CdiMode::Off)
+        && reports.iter().any(|r| r.cdi != wdp_config::CdiMode::Off)
     {
-        wdp_resource::cdi::check_dir(dir).with_context(|| {
+        wdp_cdi::check_dir(dir).with_context(|| {
             format!("--cdi-dir {}: cannot write CDI specs there", dir.display())
         })?;
     }
@@ -508,8 +506,8 @@ fn print_report(r: &wdp_host::ResourceReport, registration: &registration::Regis
             h.hook, h.guest, h.sha256
         );
     }
-    if r.cdi != wdp_resource::config::CdiMode::Off {
-        let mode = if r.cdi == wdp_resource::config::CdiMode::Names {
+    if r.cdi != wdp_config::CdiMode::Off {
+        let mode = if r.cdi == wdp_config::CdiMode::Names {
             "names only"
         } else {
             "names and device specs"
@@ -552,14 +550,14 @@ fn print_report(r: &wdp_host::ResourceReport, registration: &registration::Regis
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<()> {
-    let config = wdp_resource::config::load_dir(&args.config_dir)?;
+    let config = wdp_config::load_dir(&args.config_dir)?;
     let root = wdp_hardware::HostRoot::new(&args.host_root);
     for (name, resource) in &config.resources {
         let scan = wdp_hardware::discover(&root, &resource.selectors)
             .with_context(|| format!("{}: scanning for {name}", resource.file.display()))?;
         // Companion nodes too, so the snapshot reproduces the node.
         let companions: Vec<wdp_hardware::Selector> =
-            wdp_resource::companions::wanted(&resource.companions, &scan.candidates)
+            wdp_resource::wanted_companions(&resource.companions, &scan.candidates)
                 .into_iter()
                 .map(|c| {
                     wdp_hardware::Selector::Nodes(wdp_hardware::NodeSelector {

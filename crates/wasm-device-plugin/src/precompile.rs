@@ -47,7 +47,7 @@ pub(crate) async fn in_child(config_dir: &Path) {
     let wanted = tokio::task::spawn_blocking(move || {
         // Only host.toml: the resource files are read (and a bad one
         // reported) by the start that follows.
-        wdp_resource::config::load_host_settings(&dir)
+        wdp_config::load_host_settings(&dir)
             .map(|host| host.precompiled_cache_dir.is_some())
             .unwrap_or(false)
     })

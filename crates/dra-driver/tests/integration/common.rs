@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use wdp_policy::types::{Device, Verdict};
 use wdp_resource::DeviceSet;
-use wdp_resource::device_set::SharedDeviceSet;
+use wdp_resource::SharedDeviceSet;
 
 /// `devices`, each healthy but those of `unhealthy` (ID, reason).
 pub fn device_set_of(devices: &[Device], unhealthy: &[(&str, &str)]) -> SharedDeviceSet {

@@ -14,7 +14,7 @@ use wdp_dra_driver::HealthService;
 use wdp_k8s_naming as naming;
 use wdp_kubelet_api::dra_health::{v1, v1alpha1};
 use wdp_policy::types::Device;
-use wdp_resource::device_set::SharedDeviceSet;
+use wdp_resource::SharedDeviceSet;
 
 const DRIVER: &str = "gpu.example.com";
 const NODE: &str = "node-a";

@@ -19,7 +19,7 @@ use wdp_fake_apiserver::FakeApiServer;
 use wdp_k8s_naming as naming;
 use wdp_kubelet_socket::KubeletMetrics;
 use wdp_policy::types::Device;
-use wdp_resource::device_set::SharedDeviceSet;
+use wdp_resource::SharedDeviceSet;
 
 const DRIVER: &str = "gpu.example.com";
 const NODE: &str = "node-a";
@@ -54,8 +54,7 @@ struct Metrics {
 impl Metrics {
     fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("wasm_device_plugin");
-        let kubelet =
-            KubeletMetrics::register(&mut registry, wdp_resource::metrics::latency_histogram);
+        let kubelet = KubeletMetrics::register(&mut registry, wdp_resource::latency_histogram);
         let dra = DraMetrics::register(&mut registry, kubelet);
         Arc::new(Self { registry, dra })
     }

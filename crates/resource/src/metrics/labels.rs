@@ -12,7 +12,7 @@ pub struct ResourceLabel {
 
 /// Label set: the resource and `healthy` / `unhealthy`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HealthLabels {
+pub(crate) struct HealthLabels {
     /// Extended resource name.
     pub resource: String,
     /// `healthy` or `unhealthy`.
@@ -32,7 +32,7 @@ pub struct GuestLabels {
 
 /// Label set: the resource, the guest, the hook and the call's result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct GuestResultLabels {
+pub(crate) struct GuestResultLabels {
     /// Extended resource name.
     pub resource: String,
     /// The guest's name.

@@ -76,7 +76,7 @@ pub fn parse_resource(
         ));
     }
     if raw.cdi != CdiMode::Off {
-        crate::cdi_names::check_kind(&raw.resource)
+        wdp_cdi::names::check_kind(&raw.resource)
             .map_err(|p| ConfigError::invalid(file, "resource", p))?;
     }
     validate_cdi_edits(&raw.cdi_edits)
@@ -475,13 +475,13 @@ fn validate_cdi_edits(edits: &CdiEdits) -> Result<(), (String, String)> {
         }
     }
     for (i, hook) in edits.hooks.iter().enumerate() {
-        if !crate::cdi_names::HOOK_NAMES.contains(&hook.hook_name.as_str()) {
+        if !wdp_cdi::names::HOOK_NAMES.contains(&hook.hook_name.as_str()) {
             return Err((
                 format!("cdi-edits.hooks[{i}].hook-name"),
                 format!(
                     "`{}` is not one of {}",
                     hook.hook_name,
-                    crate::cdi_names::HOOK_NAMES.join(", ")
+                    wdp_cdi::names::HOOK_NAMES.join(", ")
                 ),
             ));
         }

@@ -60,7 +60,7 @@ pub struct ResourceConfig {
     pub pre_start_required: bool,
     /// `get-preferred-allocation` as the file sets it. Unset, a
     /// device-plugin resource offers `GetPreferredAllocation` when it has
-    /// something to add ([`crate::Resource::offers_preferred_allocation`]).
+    /// something to add (`Resource::offers_preferred_allocation` in `wdp-resource`).
     pub get_preferred_allocation: Option<bool>,
     /// How often hardware is rescanned without an event.
     pub poll_interval: Duration,

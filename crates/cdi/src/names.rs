@@ -1,6 +1,6 @@
 //! The CDI naming rules, which both the configuration (a resource name
 //! must be a CDI kind, `[cdi-edits]` hooks must have a CDI hook name) and
-//! the spec writer ([`crate::cdi`]) follow: kinds, device names and hook
+//! the spec writer ([`crate`]) follow: kinds, device names and hook
 //! names, as the upstream CDI parser accepts them.
 
 /// The hook names a CDI spec may use.
@@ -52,5 +52,5 @@ pub fn check_device_name(name: &str) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[path = "cdi_names_tests.rs"]
+#[path = "names_tests.rs"]
 mod tests;

@@ -1,25 +1,37 @@
-//! CDI (Container Device Interface) specs: one JSON file per resource in
-//! the CDI folder (`--cdi-dir`, default `/var/run/cdi`), kind = the resource
-//! name, one CDI device per advertised device ID with its device nodes,
-//! and the resource's companions and `[cdi-edits]` for every container.
+//! CDI (Container Device Interface) specs as this host writes them: the
+//! spec's shape ([`Spec`] and its parts), the lowest `cdiVersion` its
+//! content needs, where a resource's spec file lives and how it is written
+//! (atomically, synced or not), checked and removed. [`names`] holds the
+//! CDI naming rules (kinds, device names, hook names), which the
+//! configuration follows too, and [`atomic_file`] the whole-file
+//! replacement every record of the host is written with.
 //!
-//! Written atomically (a temporary file in the same folder, then a
-//! rename), rewritten whenever the advertised IDs or their nodes change,
-//! kept on shutdown (containers restarted from the kubelet's checkpoint
-//! still resolve their names) and removed when the resource leaves the
-//! configuration. `cdiVersion` is the lowest version the content needs, by
-//! the rules of the upstream CDI library's `MinimumRequiredVersion`, so
-//! containerd 1.7+ and CRI-O read it. The names it may use are
-//! [`crate::cdi_names`]' rules.
+//! It knows nothing of resources, devices or configuration: what goes into
+//! a spec is decided by `wdp-resource` (a device-plugin resource's spec)
+//! and `wdp-dra-driver` (a claim's spec).
+//!
+//! One JSON file per resource in the CDI folder (`--cdi-dir`, default
+//! `/var/run/cdi`), kind = the resource name, one CDI device per advertised
+//! device ID with its device nodes, and the resource's companions and
+//! `[cdi-edits]` for every container. Written atomically (a temporary file
+//! in the same folder, then a rename), rewritten whenever the advertised
+//! IDs or their nodes change, kept on shutdown (containers restarted from
+//! the kubelet's checkpoint still resolve their names) and removed when the
+//! resource leaves the configuration. `cdiVersion` is the lowest version
+//! the content needs, by the rules of the upstream CDI library's
+//! `MinimumRequiredVersion`, so containerd 1.7+ and CRI-O read it.
+
+// The size rule for functions (clippy.toml): production code only.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
+pub mod atomic_file;
+pub mod names;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use wdp_policy::types::{DeviceNode, NodeType};
 
-use crate::atomic_file::{self, Durability};
-use crate::config::{CdiEdits, ResourceConfig};
-use crate::device_set::DeviceSet;
+use crate::atomic_file::Durability;
 
 /// A CDI spec, as serialised.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -118,83 +130,6 @@ pub fn device_name(kind: &str, id: &str) -> String {
 /// The spec file of `resource` in `dir`: `wdp-<vendor>-<class>.json`.
 pub fn spec_file(dir: &Path, resource: &str) -> PathBuf {
     dir.join(format!("wdp-{}.json", resource.replace('/', "-")))
-}
-
-/// A device node as a CDI `deviceNodes` entry: type, major and minor
-/// only where the kernel told them, with the resource's `permissions`.
-pub fn cdi_node(node: &DeviceNode, permissions: &str) -> CdiNode {
-    let known = node.major != 0 || node.minor != 0;
-    let node_type = match node.node_type {
-        NodeType::Char if known => Some("c"),
-        NodeType::Block if known => Some("b"),
-        _ => None,
-    };
-    CdiNode {
-        path: node.path.clone(),
-        host_path: None,
-        node_type,
-        major: node_type.map(|_| node.major),
-        minor: node_type.map(|_| node.minor),
-        permissions: permissions.to_owned(),
-    }
-}
-
-/// The edits every container of a resource receives: its `[cdi-edits]`
-/// and its companion nodes.
-pub fn edits(edits: &CdiEdits, companions: &[DeviceNode], permissions: &str) -> ContainerEdits {
-    ContainerEdits {
-        env: edits.env.clone(),
-        device_nodes: companions
-            .iter()
-            .map(|n| cdi_node(n, permissions))
-            .collect(),
-        mounts: edits
-            .mounts
-            .iter()
-            .map(|m| CdiMount {
-                host_path: m.host_path.clone(),
-                container_path: m.container_path.clone(),
-                options: m.options.clone(),
-            })
-            .collect(),
-        hooks: edits
-            .hooks
-            .iter()
-            .map(|h| CdiHook {
-                hook_name: h.hook_name.clone(),
-                path: h.path.clone(),
-                args: h.args.clone(),
-            })
-            .collect(),
-    }
-}
-
-/// The spec of a resource advertising `set`.
-pub fn spec(config: &ResourceConfig, set: &DeviceSet) -> Spec {
-    let devices: Vec<Device> = set
-        .devices()
-        .iter()
-        .map(|d| Device {
-            name: d.id().to_owned(),
-            container_edits: ContainerEdits {
-                device_nodes: d
-                    .device
-                    .nodes
-                    .iter()
-                    .map(|n| cdi_node(n, &config.permissions))
-                    .collect(),
-                ..ContainerEdits::default()
-            },
-        })
-        .collect();
-    let mut spec = Spec {
-        cdi_version: "",
-        kind: config.resource.clone(),
-        devices,
-        container_edits: edits(&config.cdi_edits, set.companions(), &config.permissions),
-    };
-    spec.cdi_version = minimum_version(&spec);
-    spec
 }
 
 /// The lowest CDI version that can express `spec` (the upstream library's

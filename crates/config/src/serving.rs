@@ -73,7 +73,7 @@ pub(super) fn check_serving_api(
                     ));
                 }
             }
-            crate::cdi_names::check_kind(&raw.resource)
+            wdp_cdi::names::check_kind(&raw.resource)
                 .map_err(|p| ConfigError::invalid(file, "resource", p))?;
             Ok(Some(driver.clone()))
         }
