@@ -21,6 +21,9 @@ DRA_GROUP = "resource.k8s.io/"
 DRA_RULES = {
     ("resource.k8s.io", "resourceclaims"): {"get"},
     ("resource.k8s.io", "resourceclaims/status"): {"update"},
+    # 1.36+: the per-driver permission the status.devices write also takes,
+    # for claims on the pod's own node (the pod-bound token's node).
+    ("resource.k8s.io", "resourceclaims/driver"): {"associated-node:update"},
     ("resource.k8s.io", "resourceslices"): {"get", "list", "watch", "create", "update", "delete"},
     ("", "nodes"): {"get"},
     # The Warning Event on the node when a start serves the last good

@@ -14,7 +14,7 @@ use super::schema::HOST_FILE;
 use super::schema::{HostSettings, parse};
 use super::sets::{describe_available, scan_sets, set_dir};
 use super::validate::{check_version, parse_resource};
-use wdp_policy::{RegularFileError, read_regular_file};
+use wdp_regular_file::{RegularFileError, read_regular_file};
 
 use crate::limits::MAX_CONFIG_FILE_BYTES;
 

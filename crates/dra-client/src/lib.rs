@@ -13,10 +13,9 @@
 //! notices fields the server drops (feature gates off) and retries with
 //! jittered backoff that honours `Retry-After`; [`client()`] and
 //! [`get_claim`] reach the API server, and [`write_device_status`] reports
-//! allocated devices' status on a claim (KEP-4817). Beside DRA, the host
-//! follows one label of its own Node ([`watch_node_label`], which picks the
-//! node's configuration set) and may write one ([`set_node_label`]), and
-//! posts Warning Events on it ([`post_node_event`]).
+//! allocated devices' status on a claim (KEP-4817). What the host does with
+//! the API server beside DRA (following its Node's label, posting events on
+//! it) is the host's, on the [`Client`] made here.
 
 // The size rule for functions (clippy.toml): production code only.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
@@ -29,8 +28,6 @@ mod device_status;
 mod error;
 mod fit;
 mod keys;
-mod node_event;
-mod node_label;
 mod plan;
 mod pool;
 mod problem;
@@ -57,8 +54,6 @@ pub use k8s_openapi::api::resource::v1::{
 };
 pub use keys::{MAX_ATTRIBUTE_ID_LEN, qualified_attribute_key};
 pub use kube::Client;
-pub use node_event::{EVENT_COMPONENT, post_node_event};
-pub use node_label::{NodeLabel, set_node_label, watch_node_label};
 pub use plan::{
     MAX_DEVICES_PER_SLICE, MAX_DEVICES_PER_TAINTED_SLICE, PoolTarget, plan_pool, plan_slices,
 };

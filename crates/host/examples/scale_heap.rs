@@ -17,7 +17,7 @@ use wdp_test_support::measure::thread_cpu_time as thread_cpu;
 /// figure the scale bench reads; the workspace forbids the `unsafe` a
 /// counting allocator would take).
 fn live() -> isize {
-    wdp_policy::release_free_memory();
+    wdp_memory::release_free_memory();
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: isize = statm
         .split_whitespace()

@@ -14,10 +14,13 @@
 //! ([`HostOptions`]); `preflight` checks those folders; `supervisor` runs
 //! the whole ([`Host`], with `launching` putting a resource in service,
 //! `running` the served resources, `watch` the folder watchers and
-//! `shutdown` stopping everything); `reload` plans a live reload ([`ReloadSummary`])
+//! `shutdown` stopping everything, `start_up_memory` handing back what
+//! start-up alone used); `reload` plans a live reload ([`ReloadSummary`])
 //! before the supervisor applies it; [`config_sets`] says which
 //! configuration set the node's label names and records the one applied,
-//! `set_follower` follows the label and switches the set live;
+//! `node_label` follows the label through the API server and `set_follower`
+//! switches the set live when it changes; `node_event` posts a Warning
+//! Event on the node;
 //! `start_config` picks what a start serves, the node's configuration or,
 //! when it is refused, the last good one `last_good` keeps in the state
 //! folder;
@@ -41,6 +44,8 @@ mod error;
 mod last_good;
 mod launching;
 pub mod metrics;
+mod node_event;
+mod node_label;
 mod offline;
 mod options;
 mod preflight;
@@ -51,6 +56,7 @@ mod running;
 mod set_follower;
 mod shutdown;
 mod start_config;
+mod start_up_memory;
 mod supervisor;
 mod switch_record;
 mod switching;

@@ -4,9 +4,9 @@
 
 use std::sync::{Arc, Weak};
 
+use crate::node_label::{NodeLabel, set_node_label, watch_node_label};
 use tokio_util::sync::CancellationToken;
 use wdp_config::sets::{describe_available, scan_sets};
-use wdp_dra_client::NodeLabel;
 
 use crate::config_sets::{self, SwitchState, set_for_label, shown};
 use crate::error::HostError;
@@ -100,8 +100,7 @@ impl StateReporter {
         }
         self.last = now;
         if let Err(error) =
-            wdp_dra_client::set_node_label(&self.client, &self.node, &self.key, state.as_str())
-                .await
+            set_node_label(&self.client, &self.node, &self.key, state.as_str()).await
         {
             tracing::warn!(node = %self.node, label = %self.key, %error, "cannot write the configuration set's state into the node's label");
         }
@@ -119,7 +118,7 @@ fn follow_label(
     report_state: bool,
     stop: CancellationToken,
 ) {
-    let mut values = wdp_dra_client::watch_node_label(client.clone(), &node, &label, stop.clone());
+    let mut values = watch_node_label(client.clone(), &node, &label, stop.clone());
     let mut reporter = StateReporter {
         client,
         key: format!("{label}.state"),

@@ -175,7 +175,7 @@ impl Host {
                 let client = wdp_dra_client::client(kubeconfig.as_deref())
                     .await
                     .map_err(|error| error.to_string())?;
-                wdp_dra_client::post_node_event(&client, &node, EVENT_REASON, &message)
+                crate::node_event::post_node_event(&client, &node, EVENT_REASON, &message)
                     .await
                     .map_err(|error| error.to_string())
             };

@@ -368,7 +368,7 @@ impl Host {
         if !summary.added.is_empty() || !summary.updated.is_empty() {
             // Loading (and compiling, for a new guest) ran code serving does
             // not run again: let its pages go, once the new state serves.
-            tokio::task::spawn_blocking(wdp_policy::release_unused_code_pages);
+            tokio::task::spawn_blocking(wdp_memory::release_unused_code_pages);
         }
         Ok(summary)
     }

@@ -22,10 +22,10 @@ use crate::linker;
 use crate::observer::CallObserver;
 use crate::precompiled::PrecompiledDir;
 use crate::prepared::Prepared;
-use crate::regular_file::{RegularFileError, read_regular_file};
 use crate::shared::Shared;
 use crate::signature::{self, TrustedKey, TrustedKeys};
 use crate::ticker::Ticker;
+use wdp_regular_file::{RegularFileError, read_regular_file};
 
 /// The largest guest file [`PolicyEngine::load_file`] reads: 64 MiB, room
 /// for the biggest toolchain output (a componentize-py guest, which embeds

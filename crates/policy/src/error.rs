@@ -32,7 +32,7 @@ pub enum LoadError {
     /// The guest file could not be read.
     #[error(
         "guest {path}: cannot read the file: {}",
-        crate::regular_file::io_words(source)
+        wdp_regular_file::io_words(source)
     )]
     Read {
         /// The file.

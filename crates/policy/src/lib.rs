@@ -71,12 +71,10 @@ mod linker;
 mod observer;
 mod precompiled;
 mod prepared;
-mod regular_file;
 mod services;
 mod shared;
 pub mod signature;
 mod ticker;
-mod trim;
 pub mod types;
 mod warm;
 mod wasi_context;
@@ -93,9 +91,7 @@ pub use guest::Guest;
 pub use hook::{Hook, UnknownHook};
 pub use indexed::PreferredAnswer;
 pub use observer::{CallEvent, CallObserver};
-pub use regular_file::{RegularFileError, io_words, read_regular_file};
 pub use services::{HostServices, NoHardware};
-pub use trim::{release_free_memory, release_unused_code_pages};
 pub use types::{
     Candidate, CandidateKind, Capacity, CapacityRange, ClaimDevice, ContainerResponse, Counter,
     CounterConsumption, CounterSet, Device, DeviceCondition, DeviceFacts, DeviceLayout, DeviceNode,

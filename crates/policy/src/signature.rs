@@ -26,7 +26,7 @@ use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePublicKey};
 use sha2::{Digest, Sha256};
 
 use crate::key_kind;
-use crate::regular_file::read_regular_file;
+use wdp_regular_file::read_regular_file;
 
 /// The largest signature or key file read (a DER P-256 signature is at most
 /// 72 bytes, a PEM key a few hundred).
@@ -49,7 +49,7 @@ pub enum SignatureError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: crate::RegularFileError,
+        source: wdp_regular_file::RegularFileError,
     },
     /// A public key file that is not a PEM P-256 public key.
     #[error("{path} is not a PEM ECDSA P-256 public key (-----BEGIN PUBLIC KEY-----): {detail}")]
@@ -262,7 +262,11 @@ pub fn read_signature(guest: &Path) -> Result<Option<Vec<u8>>, SignatureError> {
     let path = signature_path(guest);
     match read_regular_file(&path, MAX_SIGNATURE_FILE_BYTES) {
         Ok(bytes) => Ok(Some(bytes)),
-        Err(crate::RegularFileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(wdp_regular_file::RegularFileError::Io(e))
+            if e.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(None)
+        }
         Err(source) => Err(SignatureError::Read { path, source }),
     }
 }

@@ -69,7 +69,7 @@ pub fn load_changed_specs(
     if loaded_any {
         // A compile frees most of what it allocated; give it back.
         let started = Instant::now();
-        wdp_policy::release_free_memory();
+        wdp_memory::release_free_memory();
         tracing::debug!(elapsed_ms = ms(started), "reload: free memory released");
     }
     specs

@@ -458,7 +458,7 @@ impl Resource {
             // megabytes for a large resource, which the allocator would keep.
             // An unchanged run frees only scratch the next run reuses: no
             // trim (a millisecond per poll while idle).
-            wdp_policy::release_free_memory();
+            wdp_memory::release_free_memory();
         }
         self.log_health(previous.as_deref(), &set, healthy, unhealthy);
         changed
@@ -575,7 +575,7 @@ impl Resource {
 }
 
 /// From this many advertised devices on, a refresh hands the memory it
-/// freed back to the kernel ([`wdp_policy::release_free_memory`], about a
+/// freed back to the kernel ([`wdp_memory::release_free_memory`], about a
 /// millisecond).
 pub(crate) const TRIM_AFTER_DEVICES: usize = 1024;
 

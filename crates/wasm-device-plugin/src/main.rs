@@ -376,7 +376,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.metrics_addr {
         http::serve(addr, host.clone()).await?;
     }
-    tokio::spawn(release_start_up_code(host.clone()));
+    tokio::spawn(host.clone().release_start_up_code());
     tracing::info!("running; SIGTERM or SIGINT stops");
     wait_for_signal().await?;
     tracing::info!("stopping");
@@ -393,32 +393,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     host.shutdown_before_exit().await;
     let _ = inotify.await;
     Ok(())
-}
-
-/// Start-up code (config parsing, guest loading, server set-up,
-/// registration) is not run again while serving, and the heap it freed is
-/// not needed: once every resource is registered, or after a minute at
-/// most, let both go (about 6 MiB of RSS; code serving runs faults back in
-/// from the page cache).
-async fn release_start_up_code(host: std::sync::Arc<Host>) {
-    const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
-    const READY_POLL: std::time::Duration = std::time::Duration::from_millis(100);
-    let started = std::time::Instant::now();
-    while !host.ready().await && started.elapsed() < READY_WAIT {
-        tokio::time::sleep(READY_POLL).await;
-    }
-    // Reading `/proc/self/smaps` and `madvise` take a millisecond or so:
-    // on a blocking thread, not a runtime worker serving the kubelet.
-    let released = tokio::task::spawn_blocking(|| {
-        wdp_policy::release_free_memory();
-        wdp_policy::release_unused_code_pages()
-    })
-    .await
-    .unwrap_or_default();
-    tracing::debug!(
-        released_kib = released / 1024,
-        "unmapped the start-up code pages"
-    );
 }
 
 fn check(args: CheckArgs) -> anyhow::Result<()> {

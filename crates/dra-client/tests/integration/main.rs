@@ -7,7 +7,6 @@ mod common;
 mod client;
 mod device_status;
 mod logging;
-mod node_label;
 mod partitions;
 mod publisher;
 mod publisher_failures;

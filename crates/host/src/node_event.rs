@@ -11,10 +11,10 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 
 /// The component events are reported by.
-pub const EVENT_COMPONENT: &str = "wasm-device-plugin";
+pub(crate) const EVENT_COMPONENT: &str = "wasm-device-plugin";
 
 /// Posts a Warning Event with `reason` and `message` on Node `node`.
-pub async fn post_node_event(
+pub(crate) async fn post_node_event(
     client: &Client,
     node: &str,
     reason: &str,

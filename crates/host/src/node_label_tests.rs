@@ -8,10 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use wdp_dra_client::{NodeLabel, watch_node_label};
+use wdp_fake_apiserver::FakeApiServer;
 
-use crate::common::*;
+use super::*;
 
+const NODE: &str = "node-1";
+/// Long enough for a loaded 2-core machine; every wait ends at its event.
+const PATIENCE: Duration = Duration::from_secs(20);
 const LABEL: &str = "example.com/config";
 const LOST: &str = "cannot watch the node's labels";
 const BACK: &str = "watching the node's labels works again";
@@ -52,6 +55,13 @@ impl Captured {
     }
 }
 
+/// Runs `future` with a deadline, panicking with `what` when it passes.
+async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} took longer than {PATIENCE:?}"))
+}
+
 fn node(value: &str) -> k8s_openapi::api::core::v1::Node {
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": NODE, "labels": {LABEL: value}}
@@ -71,10 +81,20 @@ async fn every_outage_and_every_recovery_is_logged_once() {
             .with_writer(move || writer.clone())
             .finish(),
     );
-    let cluster = Cluster::start().await;
-    cluster.server.put_node(node("a"));
+    let server = FakeApiServer::start()
+        .await
+        .expect("the fake API server starts");
+    let kubeconfig_dir = tempfile::tempdir().expect("a temporary folder");
+    let kubeconfig = kubeconfig_dir.path().join("kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("the kubeconfig is written");
+    let client = wdp_dra_client::client(Some(&kubeconfig))
+        .await
+        .expect("a client from the kubeconfig");
+    server.put_node(node("a"));
     let stop = CancellationToken::new();
-    let mut values = watch_node_label(cluster.client.clone(), NODE, LABEL, stop.clone());
+    let mut values = watch_node_label(client, NODE, LABEL, stop.clone());
     within(
         "the label",
         values.wait_for(|v| *v == NodeLabel::Value(Some("a".into()))),
@@ -82,13 +102,13 @@ async fn every_outage_and_every_recovery_is_logged_once() {
     .await
     .unwrap();
     for outage in 1..=3 {
-        cluster.server.set_refusing(true);
+        server.set_refusing(true);
         captured.logged(LOST, outage).await;
-        cluster.server.set_refusing(false);
+        server.set_refusing(false);
         captured.logged(BACK, outage).await;
     }
     // A change after the last recovery still arrives.
-    cluster.server.put_node(node("b"));
+    server.put_node(node("b"));
     within(
         "the new label",
         values.wait_for(|v| *v == NodeLabel::Value(Some("b".into()))),

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 /// What the watch has learnt of the label.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NodeLabel {
+pub(crate) enum NodeLabel {
     /// The API server has not answered yet (or the node does not exist).
     Unknown,
     /// The node's label value (`None`: no such label).
@@ -25,9 +25,9 @@ pub enum NodeLabel {
 
 /// The first wait between reads of the node while its watch fails; it
 /// doubles up to [`PROBE_MAX`].
-pub const PROBE_FIRST: Duration = Duration::from_secs(1);
+pub(crate) const PROBE_FIRST: Duration = Duration::from_secs(1);
 /// The longest wait between reads of the node while its watch fails.
-pub const PROBE_MAX: Duration = Duration::from_secs(30);
+pub(crate) const PROBE_MAX: Duration = Duration::from_secs(30);
 
 /// Follows label `label` of node `node` until `stop`; the receiver sees
 /// each change. A failing watch is logged once (WARN) and retried with
@@ -36,7 +36,7 @@ pub const PROBE_MAX: Duration = Duration::from_secs(30);
 /// brings no event until the node changes, so while failing the node is
 /// also read, with its own backoff (1 s doubling to 30 s).
 /// Each outage is one WARN and one INFO, every outage.
-pub fn watch_node_label(
+pub(crate) fn watch_node_label(
     client: Client,
     node: &str,
     label: &str,
@@ -123,7 +123,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 
 /// Sets label `key` of node `node` to `value` (a JSON merge patch; RBAC
 /// `patch` on nodes).
-pub async fn set_node_label(
+pub(crate) async fn set_node_label(
     client: &Client,
     node: &str,
     key: &str,
@@ -139,3 +139,7 @@ pub async fn set_node_label(
     .await
     .map(|_| ())
 }
+
+#[cfg(test)]
+#[path = "node_label_tests.rs"]
+mod tests;
