@@ -353,6 +353,7 @@ def main():
     cache = cache_root()
     os.makedirs(cache, exist_ok=True)
     enter_venv(cache)
+    sys.dont_write_bytecode = True  # no __pycache__ in the clone
     sys.path.insert(0, HERE)
     import standin
     stubs = standin.load_stubs(cache)
