@@ -5,7 +5,8 @@ proto/deviceplugin/v1beta1/api.proto), side by side with ratios.
 
     python3 tools/side-by-side/compare.py [--ours BIN] [--peer BIN]
         [--sizes 8,128] [--rounds 3] [--allocs 200] [--settle-s 5]
-        [--nodes file|char] [--json OUT.json] [--keep]
+        [--removals 1] [--restarts 1] [--seed 1] [--nodes file|char]
+        [--json OUT.json] [--keep] [--setup-only]
 
 Everything it fetches or builds goes to a cache outside the clone,
 ${XDG_CACHE_HOME:-~/.cache}/wasm-device-plugin-peer:
@@ -40,6 +41,13 @@ size. Measured, each run:
   in between; RSS again after the Allocate calls;
 - Allocate of one device, p50 and p99 of --allocs client round trips (10
   warm-up calls not counted), cycling through the listed IDs;
+- hot-plug, --removals times: after a pause of 0-5 s, the last node is
+  unlinked; the time until an update lists N-1 healthy; after another pause
+  it is made again; the time until N healthy (the pauses sample the phase of
+  a 5 s poll; they come from --seed, the same for both plugins in a round);
+- kubelet restart, --restarts times: the stand-in stops serving, empties the
+  folder of its sockets and serves kubelet.sock again; the time from serving
+  again to the next Register, and to that registration's first full list;
 - SIGTERM -> exit: a thread blocked in waitpid() takes the exit's time, so
   the figure has no polling steps.
 
@@ -51,6 +59,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import shutil
 import signal
 import socket
@@ -184,19 +193,22 @@ def percentile(values, q):
 
 
 # ----- one run -------------------------------------------------------------------------------
+def make_node(path, i, kind):
+    if kind == "char":
+        # 240-254 are reserved for local use: no driver on the machine answers them.
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(250, i))
+    else:
+        open(path, "w").close()
+
+
 def make_nodes(host, n, kind):
     dev = os.path.join(host, "dev")
     os.makedirs(dev)
     for i in range(n):
-        path = os.path.join(dev, f"acc{i}")
-        if kind == "char":
-            # 240-254 are reserved for local use: no driver on the machine answers them.
-            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(250, i))
-        else:
-            open(path, "w").close()
+        make_node(os.path.join(dev, f"acc{i}"), i, kind)
 
 
-def run_once(standin, stubs, name, command, n, args, work):
+def run_once(standin, stubs, name, command, n, args, work, pauses):
     run_dir = tempfile.mkdtemp(prefix=f"{name}-{n}-", dir=work)
     host = os.path.join(run_dir, "host")
     plugins_dir = os.path.join(run_dir, "device-plugins")
@@ -238,6 +250,41 @@ def run_once(standin, stubs, name, command, n, args, work):
         result["allocate_p50_us"] = percentile(samples, 0.50) * 1e6
         result["allocate_p99_us"] = percentile(samples, 0.99) * 1e6
         result["rss_after_calls_mib"], _ = memory_mib(proc.pid)
+
+        # Hot-plug: the last node goes, then comes back, each after a pause
+        # that samples the phase of a 5 s poll (the same pauses for both).
+        node = os.path.join(host, "dev", f"acc{n - 1}")
+        for k in range(args.removals):
+            time.sleep(pauses.uniform(0, 5))
+            t_gone = time.monotonic()
+            os.unlink(node)
+            seen = plugin.wait_for(lambda healthy, listed: healthy == n - 1, 30, after=t_gone)
+            if seen is None:
+                raise RuntimeError("a removed node not seen in ListAndWatch within 30 s")
+            result.setdefault("removed_ms", []).append((seen - t_gone) * 1000)
+            time.sleep(pauses.uniform(0, 5))
+            t_back = time.monotonic()
+            make_node(node, n - 1, args.nodes)
+            seen = plugin.wait_for(lambda healthy, listed: healthy == n, 30, after=t_back)
+            if seen is None:
+                raise RuntimeError("a re-created node not healthy again within 30 s")
+            result.setdefault("recreated_ms", []).append((seen - t_back) * 1000)
+
+        # A kubelet restart: the folder emptied, kubelet.sock served anew.
+        for k in range(args.restarts):
+            time.sleep(pauses.uniform(0, 1))
+            t_stop = time.monotonic()
+            t_restart = kubelet.restart()
+            result.setdefault("standin_restart_ms", []).append((t_restart - t_stop) * 1000)
+            plugin = kubelet.wait_registered(30, after=t_stop)
+            if plugin is None:
+                raise RuntimeError("no Register within 30 s of a kubelet restart")
+            result.setdefault("reregistered_ms", []).append(
+                max(0.0, plugin.registered_at - t_restart) * 1000)
+            seen = plugin.wait_for(lambda healthy, listed: healthy == n, 30)
+            if seen is None:
+                raise RuntimeError("no full list within 30 s of registering again")
+            result.setdefault("relisted_ms", []).append((seen - t_restart) * 1000)
 
         exited = {}
 
@@ -282,6 +329,10 @@ METRICS = [
     ("allocate_p50_us", "Allocate 1 device p50 (µs)", "{:.0f}"),
     ("allocate_p99_us", "Allocate 1 device p99 (µs)", "{:.0f}"),
     ("rss_after_calls_mib", "RSS after the calls (MiB)", "{:.1f}"),
+    ("removed_ms", "node removed -> seen in ListAndWatch (ms)", "{:.0f}"),
+    ("recreated_ms", "node re-created -> healthy again (ms)", "{:.0f}"),
+    ("reregistered_ms", "kubelet restart -> registered again (ms)", "{:.0f}"),
+    ("relisted_ms", "kubelet restart -> N healthy listed again (ms)", "{:.0f}"),
     ("exit_ms", "SIGTERM -> exit (ms)", "{:.2f}"),
 ]
 
@@ -292,8 +343,10 @@ def summary(results, sizes, settle):
         for n in sizes:
             row = {"metric": key, "label": label.format(settle=f"{settle:g}"), "n": n}
             for name in ("ours", "peer"):
-                values = [r[key] for r in results
-                          if r["plugin"] == name and r["n"] == n and key in r]
+                values = []
+                for r in results:
+                    if r["plugin"] == name and r["n"] == n and key in r:
+                        values += r[key] if isinstance(r[key], list) else [r[key]]
                 if values:
                     row[name] = {"median": statistics.median(values),
                                  "min": min(values), "max": max(values), "count": len(values)}
@@ -337,6 +390,11 @@ def main():
     parser.add_argument("--sizes", default="8,128", help="device counts (default 8,128)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per plugin and size (3)")
     parser.add_argument("--allocs", type=int, default=200, help="Allocate calls per run (200)")
+    parser.add_argument("--removals", type=int, default=1,
+                        help="node removals and re-creations per run (1)")
+    parser.add_argument("--restarts", type=int, default=1,
+                        help="kubelet restarts per run (1)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the pauses (1)")
     parser.add_argument("--settle-s", type=float, default=5.0,
                         help="seconds from registration to the memory reading (5)")
     parser.add_argument("--nodes", choices=("file", "char"), default="file",
@@ -378,8 +436,10 @@ def main():
         for rnd in range(args.rounds):
             for i, n in enumerate(sizes):
                 order = ("ours", "peer") if (rnd + i) % 2 == 0 else ("peer", "ours")
+                seed = args.seed * 1_000_003 + rnd * 1009 + n
                 for name in order:
-                    result = run_once(standin, stubs, name, commands[name], n, args, work)
+                    result = run_once(standin, stubs, name, commands[name], n, args, work,
+                                      random.Random(seed))
                     result["round"] = rnd
                     results.append(result)
                     if "error" not in result:

@@ -64,13 +64,14 @@ class Plugin:
         self.error = None
         self.cond = threading.Condition()
 
-    def wait_for(self, predicate, timeout):
-        """The time of the first update whose (healthy, listed) satisfies predicate."""
+    def wait_for(self, predicate, timeout, after=0.0):
+        """The time of the first update at or after `after` whose (healthy, listed)
+        satisfies predicate."""
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
                 for when, healthy, listed in self.updates:
-                    if predicate(healthy, listed):
+                    if when >= after and predicate(healthy, listed):
                         return when
                 left = deadline - time.monotonic()
                 if left <= 0 or self.error is not None:
@@ -142,16 +143,32 @@ class Kubelet:
                 plugin.channel.close()
         if self.server is not None:
             self.server.stop(0).wait()
+            self.server = None
 
-    def wait_registered(self, timeout):
+    def restart(self):
+        """As a restarting kubelet: stops serving, empties the folder of its
+        sockets (the device manager does so when it starts), serves again.
+        The time kubelet.sock is served again."""
+        self.stop()
+        for name in os.listdir(self.folder):
+            path = os.path.join(self.folder, name)
+            if not os.path.isdir(path):
+                os.unlink(path)
+        self.start()
+        return time.monotonic()
+
+    def wait_registered(self, timeout, after=0.0):
+        """The first plugin registered at or after `after`."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            while not self.plugins:
+            while True:
+                for plugin in self.plugins:
+                    if plugin.registered_at >= after:
+                        return plugin
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
                 self.cond.wait(left)
-            return self.plugins[0]
 
     def allocate(self, plugin, device_ids):
         """One Allocate for one container; the client's round trip in seconds."""
