@@ -43,6 +43,15 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// `record` could not read what a resource selects, or copy it.
+    #[error("{what}")]
+    Record {
+        /// What was being done, naming the resource (and its file).
+        what: String,
+        /// The hardware error.
+        #[source]
+        source: wdp_hardware::HardwareError,
+    },
     /// The CDI folder cannot take the specs of resources with `cdi` on.
     #[error("CDI directory {} (--cdi-dir): {source}", dir.display())]
     CdiDir {

@@ -32,7 +32,8 @@
 //! what a starting host learns from the node (the kubelet's and the DRA
 //! drivers' checkpoints) before it serves a resource either API may hold;
 //! `offline` is `check`, `test` and `precompile` ([`check`],
-//! [`load_offline`], [`precompile`]); `error` is the one error type
+//! [`load_offline`], [`precompile`]) with what the binary's other subcommands ask of a configuration,
+//! and `record` the `record` snapshot; `error` is the one error type
 //! ([`HostError`]).
 
 // The size rule for functions (clippy.toml): production code only.
@@ -49,6 +50,7 @@ mod node_label;
 mod offline;
 mod options;
 mod preflight;
+mod record;
 mod refusal;
 mod reload;
 mod resume;
@@ -68,14 +70,21 @@ pub use error::HostError;
 pub use last_good::SNAPSHOT_DIR;
 pub use metrics::Metrics;
 pub use offline::{
-    HookReport, LoadedResource, PrecompileReport, ResourceReport, check, check_set, load_offline,
-    load_offline_set, precompile,
+    HookReport, LoadedResource, PrecompileReport, ResourceReport, check, check_cdi_dir_for,
+    check_set, config_set_label, load_offline, load_offline_set, missing_guests, precompile,
+    wants_precompiled_guests,
 };
 pub use options::{
     DEFAULT_PLUGINS_DIR, DEFAULT_POD_RESOURCES_SOCKET, DEFAULT_STATE_DIR, HostOptions,
 };
+pub use record::{RecordedResource, record};
 pub use reload::ReloadSummary;
 pub use start_config::EVENT_REASON;
 pub use supervisor::Host;
+/// What the host's options and reports carry: the registration path, the
+/// CDI mode, and how a resource's registration is described.
+pub use wdp_config::CdiMode;
 /// What `check` and `test` print of a DRA resource.
 pub use wdp_dra_driver::{DraReport, dra_report};
+pub use wdp_kubelet_socket::RegistrationMode;
+pub use wdp_kubelet_socket::plugin_watcher::{DEFAULT_PLUGINS_REGISTRY_DIR, describe_registration};

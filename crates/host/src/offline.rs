@@ -195,3 +195,43 @@ pub fn load_offline_set(
         .collect::<Result<_, _>>()?;
     Ok(resources)
 }
+
+/// Whether `config_dir`'s `host.toml` names a precompiled-guest folder
+/// (false when it cannot be read: the start that follows reports it).
+pub fn wants_precompiled_guests(config_dir: &Path) -> bool {
+    wdp_config::load_host_settings(config_dir)
+        .map(|host| host.precompiled_cache_dir.is_some())
+        .unwrap_or(false)
+}
+
+/// The node label that picks `config_dir`'s configuration set.
+pub fn config_set_label(config_dir: &Path) -> Result<String, HostError> {
+    Ok(wdp_config::load_dir(config_dir)?
+        .host
+        .config_sets
+        .node_label)
+}
+
+/// Whether CDI specs can be written into `dir` (created if missing), as a
+/// host serving `reports` would need when any of them has `cdi` on.
+pub fn check_cdi_dir_for(dir: &Path, reports: &[crate::ResourceReport]) -> std::io::Result<()> {
+    if reports.iter().all(|r| r.cdi == wdp_config::CdiMode::Off) {
+        return Ok(());
+    }
+    wdp_cdi::check_dir(dir)
+}
+
+/// The guests `config_dir` refers to that do not exist (none when it
+/// cannot be read: the start that follows reports it).
+pub fn missing_guests(config_dir: &Path) -> Vec<PathBuf> {
+    let Ok(config) = wdp_config::load_dir(config_dir) else {
+        return Vec::new();
+    };
+    config
+        .resources
+        .values()
+        .flat_map(|resource| &resource.hooks)
+        .filter(|binding| !binding.guest.exists())
+        .map(|binding| binding.guest.clone())
+        .collect()
+}

@@ -31,6 +31,22 @@ impl Host {
         self.stop_everything(Exit::Next).await;
     }
 
+    /// The process's last step: every folder watch is detached first (no
+    /// handler runs again, and the shutdown's own watch drops remove
+    /// nothing); the kernel watches then go on a blocking thread, a few
+    /// hundred microseconds apart, while [`Host::shutdown_before_exit`]
+    /// removes the sockets, and the inotify instance closes last: closing it
+    /// then waits an expedited grace period, not a normal one of 10-30 ms
+    /// (see `wdp_fs_watch::close`). The sockets do not wait for the watches,
+    /// nor the watches for the sockets; the kubelet's connections close with
+    /// the process. Nothing in the process may watch a folder afterwards.
+    pub async fn stop_before_exit(&self) {
+        let inotify = wdp_fs_watch::close();
+        let inotify = tokio::task::spawn_blocking(move || inotify.finish());
+        self.shutdown_before_exit().await;
+        let _ = inotify.await;
+    }
+
     async fn stop_everything(&self, exit: Exit) {
         // Marked before the shutdown token stops them.
         if let Exit::Next = exit {

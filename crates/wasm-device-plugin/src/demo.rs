@@ -131,7 +131,7 @@ async fn start_host(
             device_plugin_dir: folder.to_owned(),
             host_root: args.host_root.clone(),
             cdi_dir: folder.join("cdi"),
-            registration: wdp_kubelet_socket::RegistrationMode::Kubelet,
+            registration: wdp_host::RegistrationMode::Kubelet,
             plugins_registry_dir: registry_dir.to_owned(),
             plugins_dir: folder.join("plugins"),
             state_dir: folder.join("state"),
@@ -281,13 +281,9 @@ async fn print_device_list_changes(kubelet: &SimKubelet) {
 /// the demo cannot start on a fresh checkout), names them and says how the
 /// example guests are built. `None` when every guest is there.
 fn missing_guests_hint(config_dir: &Path) -> Option<String> {
-    let config = wdp_config::load_dir(config_dir).ok()?;
-    let mut missing: Vec<String> = config
-        .resources
-        .values()
-        .flat_map(|resource| &resource.hooks)
-        .filter(|binding| !binding.guest.exists())
-        .map(|binding| format!("  {}", binding.guest.display()))
+    let mut missing: Vec<String> = wdp_host::missing_guests(config_dir)
+        .iter()
+        .map(|guest| format!("  {}", guest.display()))
         .collect();
     if missing.is_empty() {
         return None;

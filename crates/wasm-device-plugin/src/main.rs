@@ -161,7 +161,7 @@ struct RunArgs {
     #[arg(
         long,
         env = "WDP_PLUGINS_REGISTRY_DIR",
-        default_value = wdp_kubelet_socket::plugin_watcher::DEFAULT_PLUGINS_REGISTRY_DIR
+        default_value = wdp_host::DEFAULT_PLUGINS_REGISTRY_DIR
     )]
     plugins_registry_dir: PathBuf,
 
@@ -380,18 +380,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("running; SIGTERM or SIGINT stops");
     wait_for_signal().await?;
     tracing::info!("stopping");
-    // Every folder watch is detached first (no handler runs again, and the
-    // shutdown's own watch drops remove nothing); the kernel watches then
-    // go on a blocking thread, a few hundred microseconds apart, while the
-    // shutdown removes the sockets, and the instance closes last: closing
-    // it then waits an expedited grace period, not a normal one of 10-30 ms
-    // (see `wdp_fs_watch::close`). The sockets do not wait for the watches,
-    // nor the watches for the sockets; the kubelet's connections close with
-    // the process.
-    let inotify = wdp_fs_watch::close();
-    let inotify = tokio::task::spawn_blocking(move || inotify.finish());
-    host.shutdown_before_exit().await;
-    let _ = inotify.await;
+    host.stop_before_exit().await;
     Ok(())
 }
 
@@ -399,10 +388,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
     let reports = match &args.node_label {
         None => wdp_host::check(&args.config_dir, &args.host_root)?,
         Some(value) => {
-            let label = wdp_config::load_dir(&args.config_dir)?
-                .host
-                .config_sets
-                .node_label;
+            let label = wdp_host::config_set_label(&args.config_dir)?;
             let set = wdp_host::set_for_label(&args.config_dir, &label, Some(value))
                 .map_err(anyhow::Error::msg)?;
             println!(
@@ -412,10 +398,8 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             wdp_host::check_set(&args.config_dir, &args.host_root, set.as_deref())?
         }
     };
-    if let Some(dir) = &args.cdi_dir
-        && reports.iter().any(|r| r.cdi != wdp_config::CdiMode::Off)
-    {
-        wdp_cdi::check_dir(dir).with_context(|| {
+    if let Some(dir) = &args.cdi_dir {
+        wdp_host::check_cdi_dir_for(dir, &reports).with_context(|| {
             format!("--cdi-dir {}: cannot write CDI specs there", dir.display())
         })?;
     }
@@ -480,8 +464,8 @@ fn print_report(r: &wdp_host::ResourceReport, registration: &registration::Regis
             h.hook, h.guest, h.sha256
         );
     }
-    if r.cdi != wdp_config::CdiMode::Off {
-        let mode = if r.cdi == wdp_config::CdiMode::Names {
+    if r.cdi != wdp_host::CdiMode::Off {
+        let mode = if r.cdi == wdp_host::CdiMode::Names {
             "names only"
         } else {
             "names and device specs"
@@ -524,35 +508,11 @@ fn print_report(r: &wdp_host::ResourceReport, registration: &registration::Regis
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<()> {
-    let config = wdp_config::load_dir(&args.config_dir)?;
-    let root = wdp_hardware::HostRoot::new(&args.host_root);
-    for (name, resource) in &config.resources {
-        let scan = wdp_hardware::discover(&root, &resource.selectors)
-            .with_context(|| format!("{}: scanning for {name}", resource.file.display()))?;
-        // Companion nodes too, so the snapshot reproduces the node.
-        let companions: Vec<wdp_hardware::Selector> =
-            wdp_resource::wanted_companions(&resource.companions, &scan.candidates)
-                .into_iter()
-                .map(|c| {
-                    wdp_hardware::Selector::Nodes(wdp_hardware::NodeSelector {
-                        optional: true,
-                        ..c
-                    })
-                })
-                .collect();
-        let companions = wdp_hardware::discover(&root, &companions).with_context(|| {
-            format!("{}: scanning companions of {name}", resource.file.display())
-        })?;
-        let mut candidates = scan.candidates.clone();
-        candidates.extend(companions.candidates);
-        let summary = wdp_hardware::record(&root, &candidates, &args.output)
-            .with_context(|| format!("recording {name} into {}", args.output.display()))?;
+    for recorded in wdp_host::record(&args.config_dir, &args.host_root, &args.output)? {
+        let summary = recorded.summary;
         println!(
-            "{name}: {} candidates recorded ({} files, {} links, {} device nodes)",
-            scan.candidates.len(),
-            summary.files,
-            summary.links,
-            summary.nodes
+            "{}: {} candidates recorded ({} files, {} links, {} device nodes)",
+            recorded.name, recorded.candidates, summary.files, summary.links, summary.nodes
         );
     }
     println!("snapshot written to {}", args.output.display());

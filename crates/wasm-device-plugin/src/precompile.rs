@@ -44,15 +44,11 @@ pub(crate) fn run(args: PrecompileArgs) -> anyhow::Result<()> {
 /// the host then compiles in-process, and reports bad guests itself.
 pub(crate) async fn in_child(config_dir: &Path) {
     let dir = config_dir.to_owned();
-    let wanted = tokio::task::spawn_blocking(move || {
-        // Only host.toml: the resource files are read (and a bad one
-        // reported) by the start that follows.
-        wdp_config::load_host_settings(&dir)
-            .map(|host| host.precompiled_cache_dir.is_some())
-            .unwrap_or(false)
-    })
-    .await
-    .unwrap_or(false);
+    // Only host.toml: the resource files are read (and a bad one reported)
+    // by the start that follows.
+    let wanted = tokio::task::spawn_blocking(move || wdp_host::wants_precompiled_guests(&dir))
+        .await
+        .unwrap_or(false);
     if !wanted {
         return;
     }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use wdp_kubelet_socket::plugin_watcher::{DEFAULT_PLUGINS_REGISTRY_DIR, describe_registration};
+use wdp_host::{DEFAULT_PLUGINS_REGISTRY_DIR, RegistrationMode, describe_registration};
 
 /// How `run` registers with the kubelet (`--registration`).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -17,7 +17,7 @@ pub enum Registration {
     PluginWatcher,
 }
 
-impl From<Registration> for wdp_kubelet_socket::RegistrationMode {
+impl From<Registration> for RegistrationMode {
     fn from(r: Registration) -> Self {
         match r {
             Registration::Auto => Self::Auto,
@@ -49,7 +49,7 @@ pub struct RegistrationView {
 impl RegistrationView {
     /// One line: how the resource served on `socket` registers.
     pub fn describe(&self, socket: &str) -> String {
-        let mode: wdp_kubelet_socket::RegistrationMode = self.registration.into();
+        let mode: RegistrationMode = self.registration.into();
         describe_registration(
             mode.resolve(&self.plugins_registry_dir),
             &self.device_plugin_dir,
