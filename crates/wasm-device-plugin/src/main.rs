@@ -30,7 +30,7 @@ use wdp_host::Metrics;
 use wdp_host::{Host, HostOptions};
 
 use registration::Registration;
-use tasks::{offline, wait_for_signal};
+use tasks::{StopSignals, offline};
 
 /// Only with the opt-in `mimalloc` feature on a musl target. The image's
 /// static binary keeps musl's own allocator: mimalloc held 4-8x the heap
@@ -353,6 +353,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let stop = StopSignals::install()?;
     precompile::in_child(&args.config_dir).await;
     let metrics = Metrics::new();
     let options = HostOptions {
@@ -378,7 +379,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     tokio::spawn(host.clone().release_start_up_code());
     tracing::info!("running; SIGTERM or SIGINT stops");
-    wait_for_signal().await?;
+    stop.wait().await;
     tracing::info!("stopping");
     host.stop_before_exit().await;
     Ok(())

@@ -17,12 +17,35 @@ pub async fn offline<T: Send + 'static>(
 
 /// Resolves on SIGTERM or SIGINT.
 pub async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    StopSignals::install()?.wait().await;
     Ok(())
+}
+
+/// SIGTERM and SIGINT, caught from the moment this is made. `run` makes it
+/// before the host starts: a signal that comes while the host starts (a
+/// pod deleted as it comes up) stops the host cleanly once it has started
+/// — sockets removed, calls answered — instead of killing the process with
+/// the default action and leaving its sockets behind.
+pub struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Installs the handlers.
+    pub fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
+    }
+
+    /// Resolves on the first SIGTERM or SIGINT since [`install`](Self::install).
+    pub async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }
