@@ -304,43 +304,63 @@ impl ClaimPreparer {
             &self.driver,
             object,
             results,
-            claim_devices.clone(),
+            claim_devices,
         ));
-        let prepared = wdp_resource::with_claim(Arc::clone(&info), async {
-            let statuses = self.resource.dra_prepare(&claim_devices).await?;
-            self.resource.pre_start(&ids).await?;
+        let done = self
+            .call_and_record(claim, &info, &ids, &picked, &set)
+            .await;
+        let (devices, file, api_statuses) = match done {
+            Ok(done) => done,
+            Err(error) => {
+                // The one unwind: whatever step failed, `dra-prepare`'s
+                // work is undone (the spec, if written, is gone already).
+                self.unwind(claim, &info).await;
+                return Err(error);
+            }
+        };
+        if !api_statuses.is_empty() {
+            self.write_statuses(claim, api_statuses).await;
+        }
+        tracing::info!(driver = %self.driver, %claim, devices = ?ids, cdi_spec = %file.display(), "claim prepared");
+        Ok(devices)
+    }
+
+    /// The guests' part of a prepare and its record: `dra-prepare` (for
+    /// `info`'s devices), `pre-start` and `allocate` for `ids` (the
+    /// advertised devices of the claim's `picked` ones, of `set`), the
+    /// claim's CDI spec written, the claim recorded in the checkpoint. Answers the prepared devices, the spec's path and the
+    /// device statuses to write. On an error nothing is left of the spec or
+    /// the record; the caller undoes `dra-prepare`'s work.
+    async fn call_and_record(
+        &self,
+        claim: &ClaimRef,
+        info: &Arc<wdp_policy::ClaimInfo>,
+        ids: &[String],
+        picked: &[Picked<'_>],
+        set: &DeviceSet,
+    ) -> Result<(Vec<PreparedDevice>, PathBuf, Vec<AllocatedDeviceStatus>), String> {
+        let (statuses, answer) = wdp_resource::with_claim(Arc::clone(info), async {
+            let statuses = self.resource.dra_prepare(&info.devices).await?;
+            self.resource.pre_start(ids).await?;
             let answer = self
                 .resource
-                .allocate(&ids)
+                .allocate(ids)
                 .await
                 .map_err(ClaimAdmissionError::Allocate)?;
             Ok::<_, ClaimAdmissionError>((statuses, answer))
         })
-        .await;
-        let (statuses, answer) = match prepared {
-            Ok(done) => done,
-            Err(error) => {
-                self.unwind(claim, &info, &claim_devices).await;
-                return Err(format!("claim {claim}: {error}"));
-            }
-        };
+        .await
+        .map_err(|error| format!("claim {claim}: {error}"))?;
         let spec = self.resource.spec();
-        let file = match self.write_claim_spec(claim, &picked, &set, &answer) {
-            Ok(file) => file,
-            Err(error) => {
-                self.unwind(claim, &info, &claim_devices).await;
-                return Err(error);
-            }
-        };
-        let answer_cdi = answer.cdi_devices.clone();
+        let file = self.write_claim_spec(claim, picked, set, &answer)?;
         let devices = prepared_devices(
             &self.driver,
             &spec.config.resource,
             &claim.uid,
-            &picked,
-            answer_cdi,
+            picked,
+            answer.cdi_devices.clone(),
         );
-        let api_statuses = api_statuses(&self.driver, &picked, &statuses);
+        let api_statuses = api_statuses(&self.driver, picked, &statuses);
         let record = PreparedClaim {
             namespace: claim.namespace.clone(),
             name: claim.name.clone(),
@@ -355,14 +375,9 @@ impl ClaimPreparer {
             .await
         {
             let _ = claim_cdi::remove_spec(&file);
-            self.unwind(claim, &info, &claim_devices).await;
             return Err(format!("claim {claim}: {error}"));
         }
-        if !api_statuses.is_empty() {
-            self.write_statuses(claim, api_statuses).await;
-        }
-        tracing::info!(driver = %self.driver, %claim, devices = ?ids, cdi_spec = %file.display(), "claim prepared");
-        Ok(devices)
+        Ok((devices, file, api_statuses))
     }
 
     /// Writes the claim's CDI spec: each picked device (a partition under
@@ -392,14 +407,9 @@ impl ClaimPreparer {
     /// Undoes the `dra-prepare` guest's work for a claim whose prepare
     /// failed after it ran (or while it ran); a failure is logged, the
     /// claim fails either way.
-    async fn unwind(
-        &self,
-        claim: &ClaimRef,
-        info: &Arc<wdp_policy::ClaimInfo>,
-        devices: &[ClaimDevice],
-    ) {
+    async fn unwind(&self, claim: &ClaimRef, info: &Arc<wdp_policy::ClaimInfo>) {
         let undone = wdp_resource::with_claim(Arc::clone(info), async {
-            self.resource.dra_unprepare(devices).await
+            self.resource.dra_unprepare(&info.devices).await
         })
         .await;
         if let Err(error) = undone {
