@@ -1,9 +1,6 @@
-//! A claim as the kubelet names it ([`ClaimRef`]), and how its device
-//! statuses reach the API server ([`StatusWrite`] through a
-//! [`StatusWriter`], the API server's in production, none in tests that do
-//! not look).
-
-use std::sync::Arc;
+//! A claim as the kubelet names it ([`ClaimRef`]), and one write of its
+//! device statuses ([`StatusWrite`], handed to the API server through
+//! [`crate::ApiPort::write_status`]).
 
 use k8s_openapi::api::resource::v1::AllocatedDeviceStatus;
 
@@ -36,21 +33,4 @@ pub struct StatusWrite {
     pub pool: String,
     /// The new entries.
     pub statuses: Vec<AllocatedDeviceStatus>,
-}
-
-/// Writes device statuses into claims (the API server in production).
-pub type StatusWriter = Arc<
-    dyn Fn(StatusWrite) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
-        + Send
-        + Sync,
->;
-
-/// A [`StatusWriter`] in a struct that derives `Debug`.
-#[derive(Clone)]
-pub(crate) struct StatusWriterSlot(pub(crate) StatusWriter);
-
-impl std::fmt::Debug for StatusWriterSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StatusWriter")
-    }
 }

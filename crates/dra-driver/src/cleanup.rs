@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::api_port::{ApiPort, ApiPortError};
 use crate::claim::ClaimRef;
 use crate::prepare::ClaimPreparer;
-use crate::service::ClaimReader;
 
 /// A CDI spec younger than this may belong to a prepare in progress (the
 /// kubelet gives a call 45 s).
@@ -32,7 +32,7 @@ const LAST_RETRY: Duration = Duration::from_secs(300);
 /// until it is done or `stop` is cancelled.
 pub async fn clean_up(
     preparer: Arc<ClaimPreparer>,
-    read_claim: ClaimReader,
+    api: Arc<dyn ApiPort>,
     stop: CancellationToken,
 ) {
     let driver = preparer.driver().to_owned();
@@ -50,7 +50,7 @@ pub async fn clean_up(
     loop {
         let unreachable = tokio::select! {
             _ = stop.cancelled() => return,
-            unreachable = unprepare_gone_claims(&preparer, &read_claim) => unreachable,
+            unreachable = unprepare_gone_claims(&preparer, api.as_ref()) => unreachable,
         };
         let Some(error) = unreachable else {
             return;
@@ -68,8 +68,8 @@ pub async fn clean_up(
 /// returns an error of the API server if some claim could not be checked.
 async fn unprepare_gone_claims(
     preparer: &ClaimPreparer,
-    read_claim: &ClaimReader,
-) -> Option<String> {
+    api: &dyn ApiPort,
+) -> Option<ApiPortError> {
     let mut unreachable = None;
     for (uid, record) in preparer.prepared_claims().await {
         let claim = ClaimRef {
@@ -77,7 +77,7 @@ async fn unprepare_gone_claims(
             name: record.name.clone(),
             uid: uid.clone(),
         };
-        let why = match read_claim(claim.clone()).await {
+        let why = match api.read_claim(&claim).await {
             Ok(None) => "it no longer exists in the API server".to_owned(),
             Ok(Some(found)) => match found.metadata.uid.as_deref() {
                 Some(other) if other != uid => {

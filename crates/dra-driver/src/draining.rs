@@ -19,11 +19,11 @@ use tokio_util::sync::CancellationToken;
 use wdp_dra_client::{PoolTarget, WriteFence};
 use wdp_resource::Resource;
 
+use crate::api_port::ApiPort;
 use crate::checkpoint::Checkpoint;
 use crate::driver::{DriverPaths, claim_service, remove_stale_sockets, serve_loop};
 use crate::handover::Handover;
 use crate::health::HealthService;
-use crate::kube_api::{DraApi, PublisherSpawner};
 use crate::metrics::DraMetrics;
 use crate::prepare::ClaimPreparer;
 
@@ -53,7 +53,7 @@ impl Draining {
         metrics: Arc<DraMetrics>,
         driver: &str,
         paths: &DriverPaths,
-        api: &DraApi,
+        api: &Arc<dyn ApiPort>,
         parent: &CancellationToken,
     ) -> Option<Self> {
         let checkpoint = Checkpoint::load(&paths.state_dir, driver);
@@ -72,7 +72,7 @@ impl Draining {
         // (a rolling update) before the slices go.
         let handover = Handover::start(&paths.state_dir, driver, &paths.instance_id(), &stop);
         tokio::spawn(delete_slices(
-            api.spawn_publisher.clone(),
+            Arc::clone(api),
             PoolTarget::new(driver, paths.node_name.clone()),
             handover.write_fence(),
             stop.clone(),
@@ -188,14 +188,14 @@ impl DrainingClaims {
 /// publisher that never publishes, trying again with backoff until the API
 /// server answers or `stop`.
 async fn delete_slices(
-    spawn_publisher: PublisherSpawner,
+    api: Arc<dyn ApiPort>,
     target: PoolTarget,
     fence: WriteFence,
     stop: CancellationToken,
 ) {
     let mut retry = Duration::from_secs(1);
     loop {
-        let publisher = spawn_publisher(target.clone(), fence.clone(), &stop);
+        let publisher = api.spawn_publisher(target.clone(), fence.clone(), &stop);
         match publisher.withdraw().await {
             Ok(deleted) => {
                 tracing::info!(driver = %target.driver, deleted, "ResourceSlices of a driver no longer served deleted");

@@ -27,12 +27,12 @@ use wdp_dra_client::{PoolTarget, PublishStatus};
 use wdp_kubelet_api::dra::{self, v1, v1beta1};
 use wdp_kubelet_api::dra_health;
 
+use crate::api_port::ApiPort;
 use crate::checkpoint::Checkpoint;
 use crate::cleanup;
 use crate::draining::Draining;
 use crate::handover::Handover;
 use crate::health::HealthService;
-use crate::kube_api::DraApi;
 use crate::metrics::DraMetrics;
 use crate::prepare::ClaimPreparer;
 use crate::publish::SliceSync;
@@ -120,7 +120,7 @@ impl DraDriver {
         metrics: Arc<DraMetrics>,
         driver: &str,
         paths: &DriverPaths,
-        api: &DraApi,
+        api: &Arc<dyn ApiPort>,
         parent: &CancellationToken,
     ) -> Self {
         let checkpoint = Checkpoint::load(&paths.state_dir, driver);
@@ -133,13 +133,15 @@ impl DraDriver {
         let handover = Handover::start(&paths.state_dir, driver, &paths.instance_id(), &stop);
         let target = PoolTarget::new(driver, paths.node_name.clone())
             .with_min_write_interval(resource.spec().config.publish_interval);
-        let spawn_publisher = api.spawn_publisher.clone();
+        let publisher_api = Arc::clone(api);
         let publisher_stop = stop.clone();
         let fence = handover.write_fence();
         let slices = SliceSync::start(
             driver,
             resource.subscribe(),
-            Box::new(move || spawn_publisher(target.clone(), fence.clone(), &publisher_stop)),
+            Box::new(move || {
+                publisher_api.spawn_publisher(target.clone(), fence.clone(), &publisher_stop)
+            }),
             handover.leading(),
             metrics.clone(),
         );
@@ -329,7 +331,7 @@ pub(crate) fn claim_service(
     metrics: &Arc<DraMetrics>,
     driver: &str,
     paths: &DriverPaths,
-    api: &DraApi,
+    api: &Arc<dyn ApiPort>,
     checkpoint: Checkpoint,
     stop: &CancellationToken,
 ) -> (Arc<ClaimPreparer>, DraPluginService) {
@@ -341,14 +343,14 @@ pub(crate) fn claim_service(
             paths.cdi_dir.clone(),
             checkpoint,
         )
-        .with_status_writer(api.write_status.clone()),
+        .with_status_writer(Arc::clone(api)),
     );
     tokio::spawn(cleanup::clean_up(
         preparer.clone(),
-        api.read_claim.clone(),
+        Arc::clone(api),
         stop.clone(),
     ));
-    let service = DraPluginService::new(preparer.clone(), api.read_claim.clone(), metrics.clone());
+    let service = DraPluginService::new(preparer.clone(), Arc::clone(api), metrics.clone());
     (preparer, service)
 }
 

@@ -19,8 +19,8 @@
 //! writes a prepared claim's spec again from its record when a reboot
 //! emptied the CDI folder; `cleanup` unprepares at start what the API
 //! server no longer has; `service` is the `DRAPlugin` gRPC side (v1 and
-//! v1beta1); `kube_api` connects to the API server ([`connect`],
-//! [`DraApi`]); `driver` runs one driver (sockets, registration, slice
+//! v1beta1); `api_port` is how a driver reaches the API server
+//! ([`ApiPort`], implemented by the host over `wdp-dra-client`); `driver` runs one driver (sockets, registration, slice
 //! publishing, health stream: [`DraDriver`]); `report` is what `check`
 //! prints of a DRA resource ([`dra_report`]); [`metrics`] counts claims
 //! and publishing.
@@ -28,12 +28,14 @@
 //! It does not parse the configuration, load guests or read hardware
 //! (`wdp-resource` does), nor decide when a driver starts, stops or is
 //! withdrawn (the host does). Its Kubernetes API calls go through
-//! `wdp-dra-client`.
+//! [`ApiPort`]; it takes only types from `wdp-dra-client` (and the slice
+//! planning its publisher does).
 
 // The size rule for functions (clippy.toml): production code only.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod allocation;
+mod api_port;
 mod checkpoint;
 mod checkpoint_read;
 mod checksum;
@@ -48,7 +50,6 @@ mod file_stamp;
 mod handover;
 mod health;
 mod in_flight;
-mod kube_api;
 pub mod metrics;
 mod prepare;
 mod publish;
@@ -58,12 +59,13 @@ mod service;
 mod shared_checkpoint;
 mod standard_attributes;
 
+pub use api_port::{ApiPort, ApiPortError};
 pub use checkpoint_read::{CheckpointReadError, checkpointed_drivers, held_by_checkpoint};
+pub use claim::{ClaimRef, StatusWrite};
 pub use draining::{Draining, DrainingClaims};
 pub use driver::{DraDriver, DriverPaths};
 pub use error::DraError;
 pub use health::HealthService;
-pub use kube_api::{DraApi, connect};
 pub use metrics::DraMetrics;
 pub use publish::SliceSync;
 pub use report::{DraReport, check_publishable, dra_report};

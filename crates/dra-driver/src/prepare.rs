@@ -54,8 +54,9 @@ use wdp_policy::types::ClaimDevice;
 use crate::allocation::{
     Picked, api_statuses, claim_info, named_devices, prepared_devices, recorded_claim_info,
 };
+use crate::api_port::{ApiPort, ApiPortError};
 use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
-use crate::claim::{ClaimRef, StatusWrite, StatusWriter, StatusWriterSlot};
+use crate::claim::{ClaimRef, StatusWrite};
 use crate::claim_cdi;
 use crate::error::ClaimAdmissionError;
 use crate::in_flight::{self, InFlight};
@@ -80,7 +81,7 @@ pub struct ClaimPreparer {
     /// Woken after every unprepare.
     unprepared: Notify,
     /// Writes device statuses into claims; `None`: statuses are not written.
-    status_writer: Option<StatusWriterSlot>,
+    status_writer: Option<Arc<dyn ApiPort>>,
 }
 
 impl ClaimPreparer {
@@ -109,9 +110,9 @@ impl ClaimPreparer {
     }
 
     /// The same preparer writing the `dra-prepare` guest's device statuses
-    /// into claims through `writer`.
-    pub fn with_status_writer(mut self, writer: StatusWriter) -> Self {
-        self.status_writer = Some(StatusWriterSlot(writer));
+    /// into claims through `api`.
+    pub fn with_status_writer(mut self, api: Arc<dyn ApiPort>) -> Self {
+        self.status_writer = Some(api);
         self
     }
 
@@ -179,7 +180,7 @@ impl ClaimPreparer {
     pub async fn prepare(
         &self,
         claim: &ClaimRef,
-        read: Result<Option<ResourceClaim>, String>,
+        read: Result<Option<ResourceClaim>, ApiPortError>,
     ) -> Result<Vec<PreparedDevice>, String> {
         if self.is_prepared(&claim.uid).await {
             let recorded = self
@@ -421,7 +422,7 @@ impl ClaimPreparer {
     /// entries; none removes them). A failure is logged, never fails the
     /// claim: the status informs, the devices work without it.
     async fn write_statuses(&self, claim: &ClaimRef, statuses: Vec<AllocatedDeviceStatus>) {
-        let Some(StatusWriterSlot(writer)) = &self.status_writer else {
+        let Some(api) = &self.status_writer else {
             return;
         };
         let removing = statuses.is_empty();
@@ -431,7 +432,7 @@ impl ClaimPreparer {
             pool: self.pool.clone(),
             statuses,
         };
-        match writer(write).await {
+        match api.write_status(write).await {
             Ok(()) if removing => {
                 tracing::debug!(driver = %self.driver, %claim, "device statuses removed from the claim");
             }

@@ -7,27 +7,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
-use k8s_openapi::api::resource::v1::ResourceClaim;
 use tonic::{Request, Response, Status};
 use wdp_kubelet_api::dra::{v1, v1beta1};
 
+use crate::api_port::ApiPort;
 use crate::checkpoint::PreparedDevice;
 use crate::claim::ClaimRef;
 use crate::metrics::{DraMetrics, DraOperation};
 use crate::prepare::ClaimPreparer;
 
-/// Reads a claim from the API server: `Ok(None)` when it does not exist,
-/// `Err` with the reason when the API server cannot answer.
-pub type ClaimReader = Arc<
-    dyn Fn(ClaimRef) -> BoxFuture<'static, Result<Option<ResourceClaim>, String>> + Send + Sync,
->;
-
 /// The `DRAPlugin` service of one driver (both versions wrap it).
 #[derive(Clone)]
 pub struct DraPluginService {
     preparer: Arc<ClaimPreparer>,
-    read_claim: ClaimReader,
+    api: Arc<dyn ApiPort>,
     metrics: Arc<DraMetrics>,
 }
 
@@ -85,15 +78,15 @@ where
 }
 
 impl DraPluginService {
-    /// The service of `preparer`, reading claims with `read_claim`.
+    /// The service of `preparer`, reading claims through `api`.
     pub fn new(
         preparer: Arc<ClaimPreparer>,
-        read_claim: ClaimReader,
+        api: Arc<dyn ApiPort>,
         metrics: Arc<DraMetrics>,
     ) -> Self {
         Self {
             preparer,
-            read_claim,
+            api,
             metrics,
         }
     }
@@ -177,7 +170,7 @@ impl DraPluginService {
             // Idempotent: the checkpoint answers without the API server.
             Ok(None)
         } else {
-            (self.read_claim)(claim.clone()).await
+            self.api.read_claim(&claim).await
         };
         let outcome = self.preparer.prepare(&claim, read).await;
         self.metrics.observe_claim(

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use wdp_device_plugin::ServerHandle;
-use wdp_dra_driver::{DraApi, DraDriver, Draining, DriverPaths};
+use wdp_dra_driver::{ApiPort, DraDriver, Draining, DriverPaths};
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_resource::Resource;
 
@@ -73,12 +73,12 @@ impl Host {
 
     /// The API server client of DRA drivers, made on the first call (for
     /// `resource`, whose file an error names).
-    pub(crate) async fn dra_api(&self, resource: &Resource) -> Result<DraApi, HostError> {
+    pub(crate) async fn dra_api(&self, resource: &Resource) -> Result<Arc<dyn ApiPort>, HostError> {
         let mut api = self.dra_api.lock().await;
         if let Some(existing) = &*api {
             return Ok(existing.clone());
         }
-        let connected = wdp_dra_driver::connect(
+        let connected = crate::dra_api::connect(
             self.options.kubeconfig.as_deref(),
             &resource.spec().config.file,
         )

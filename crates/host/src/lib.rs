@@ -13,7 +13,8 @@
 //! The modules: `options` says where the host reads and serves
 //! ([`HostOptions`]); `preflight` checks those folders; `supervisor` runs
 //! the whole ([`Host`], with `launching` putting a resource in service,
-//! `running` the served resources, `watch` the folder watchers and
+//! `running` the served resources, `dra_api` the DRA drivers' port to the
+//! API server, `watch` the folder watchers and
 //! `shutdown` stopping everything, `start_up_memory` handing back what
 //! start-up alone used); `reload` plans a live reload ([`ReloadSummary`])
 //! before the supervisor applies it; [`config_sets`] says which
@@ -41,6 +42,7 @@
 
 mod api_switch;
 pub mod config_sets;
+mod dra_api;
 mod error;
 mod last_good;
 mod launching;

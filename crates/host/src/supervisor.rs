@@ -12,7 +12,7 @@ use tokio::sync::{Mutex, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use wdp_config::ConfigSet;
 use wdp_device_plugin::{FolderEvent, ServerHandle};
-use wdp_dra_driver::{DraApi, DraDriver, Draining};
+use wdp_dra_driver::{ApiPort, DraDriver, Draining};
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
@@ -43,7 +43,7 @@ pub struct Host {
     pub(crate) running: Mutex<BTreeMap<String, Running>>,
     /// The API server for DRA drivers; `None` until a DRA resource is
     /// first served (the API client is made only then).
-    pub(crate) dra_api: Mutex<Option<DraApi>>,
+    pub(crate) dra_api: Mutex<Option<Arc<dyn ApiPort>>>,
     /// The configuration being served; held during a reload.
     pub(crate) config: Mutex<ConfigSet>,
     /// Whether the node's label that picks the configuration set is
@@ -99,7 +99,7 @@ impl Host {
         let (config, engine, resources) = (chosen.config, chosen.engine, chosen.resources);
         let dra_api = match config.dra_resources().next() {
             Some((_, first)) => {
-                Some(wdp_dra_driver::connect(options.kubeconfig.as_deref(), &first.file).await?)
+                Some(crate::dra_api::connect(options.kubeconfig.as_deref(), &first.file).await?)
             }
             None => None,
         };
