@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use wdp_device_plugin::ServerHandle;
-use wdp_dra_driver::{ApiPort, DraDriver, Draining, DriverPaths};
+use wdp_dra_driver::{ApiPort, DraDriver, DriverPaths};
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_resource::Resource;
 
 use crate::error::HostError;
 use crate::running::{Running, Serving};
+use crate::state::HostState;
 use crate::supervisor::Host;
 
 impl Host {
@@ -29,24 +30,24 @@ impl Host {
     }
 
     /// Serves `resource` the way its config says: a device-plugin socket,
-    /// or a DRA driver (the API client is made on the first one).
-    pub(crate) async fn launch(&self, resource: Arc<Resource>) -> Result<Running, HostError> {
+    /// or a DRA driver (the API client is made on the first one, a driver
+    /// of the same name still draining in `state` stops first). The caller
+    /// holds the state (see `crate::state`).
+    pub(crate) async fn launch(
+        &self,
+        state: &mut HostState,
+        resource: Arc<Resource>,
+    ) -> Result<Running, HostError> {
         let driver = resource.spec().config.driver.clone();
         let serving = match driver {
             None => Serving::DevicePlugin(self.device_plugin_server(resource.clone())),
             Some(driver) => {
                 // Configured again while draining: the new driver serves
                 // the claims left, from the same checkpoint.
-                let mut draining = self.draining.lock().await;
-                let (same, others): (Vec<Draining>, Vec<Draining>) = std::mem::take(&mut *draining)
-                    .into_iter()
-                    .partition(|d| d.driver() == driver);
-                *draining = others.into_iter().filter(|d| !d.is_finished()).collect();
-                drop(draining);
-                for old in same {
+                for old in state.take_draining(&driver) {
                     old.stop().await;
                 }
-                let api = self.dra_api(&resource).await?;
+                let api = self.dra_api(state, &resource).await?;
                 Serving::Dra(DraDriver::start(
                     resource.clone(),
                     self.metrics.dra.clone(),
@@ -71,11 +72,15 @@ impl Host {
         }
     }
 
-    /// The API server client of DRA drivers, made on the first call (for
-    /// `resource`, whose file an error names).
-    pub(crate) async fn dra_api(&self, resource: &Resource) -> Result<Arc<dyn ApiPort>, HostError> {
-        let mut api = self.dra_api.lock().await;
-        if let Some(existing) = &*api {
+    /// The API server client of DRA drivers, kept in `state`, made on the
+    /// first call (for `resource`, whose file an error names). The caller
+    /// holds the state.
+    pub(crate) async fn dra_api(
+        &self,
+        state: &mut HostState,
+        resource: &Resource,
+    ) -> Result<Arc<dyn ApiPort>, HostError> {
+        if let Some(existing) = &state.dra_api {
             return Ok(existing.clone());
         }
         let connected = crate::dra_api::connect(
@@ -83,7 +88,7 @@ impl Host {
             &resource.spec().config.file,
         )
         .await?;
-        Ok(api.insert(connected).clone())
+        Ok(state.dra_api.insert(connected).clone())
     }
 
     /// Where DRA drivers live on this node.

@@ -12,7 +12,8 @@
 //!
 //! The modules: `options` says where the host reads and serves
 //! ([`HostOptions`]); `preflight` checks those folders; `supervisor` runs
-//! the whole ([`Host`], with `launching` putting a resource in service,
+//! the whole ([`Host`], its one changing state and the transitions of it
+//! in `state`, with `launching` putting a resource in service,
 //! `running` the served resources, `dra_api` the DRA drivers' port to the
 //! API server, `watch` the folder watchers and
 //! `shutdown` stopping everything, `start_up_memory` handing back what
@@ -61,6 +62,7 @@ mod set_follower;
 mod shutdown;
 mod start_config;
 mod start_up_memory;
+mod state;
 mod supervisor;
 mod switch_record;
 mod switching;

@@ -23,13 +23,14 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use wdp_config::{ServingApi, default_socket_name};
+use wdp_config::{ConfigSet, ServingApi, default_socket_name};
 use wdp_dra_driver::{Draining, checkpointed_drivers, held_by_checkpoint};
 use wdp_kubelet_socket::device_manager_checkpoint;
 use wdp_resource::{Resource, Withholding};
 
 use crate::api_switch;
 use crate::error::HostError;
+use crate::state::HostState;
 use crate::supervisor::Host;
 use crate::switch_record::SwitchRecord;
 
@@ -41,26 +42,21 @@ const HELD_BY_UNSERVED_DRIVER: &str = "held by claims a DRA driver no longer ser
 
 impl Host {
     /// DRA drivers with a checkpoint in the state folder that no DRA
-    /// resource of the configuration serves now (their files not read).
-    async fn unserved_drivers(&self) -> Vec<String> {
-        let served: BTreeSet<String> = self
-            .config
-            .lock()
-            .await
-            .dra_resources()
-            .map(|(driver, _)| driver.to_owned())
-            .collect();
+    /// resource of `config` serves (their files not read).
+    fn unserved_drivers(&self, config: &ConfigSet) -> Vec<String> {
+        let served: BTreeSet<&str> = config.dra_resources().map(|(driver, _)| driver).collect();
         checkpointed_drivers(&self.options.state_dir)
             .into_iter()
-            .filter(|driver| !served.contains(driver))
+            .filter(|driver| !served.contains(driver.as_str()))
             .collect()
     }
 
-    /// The [`unserved_drivers`](Self::unserved_drivers) whose checkpoint
-    /// holds prepared claims (or cannot be read).
+    /// The [`unserved_drivers`](Self::unserved_drivers) of the
+    /// configuration served whose checkpoint holds prepared claims (or
+    /// cannot be read).
     pub(crate) async fn unserved_checkpoints(&self) -> Vec<String> {
-        self.unserved_drivers()
-            .await
+        let unserved = self.unserved_drivers(&self.state.lock().await.config);
+        unserved
             .into_iter()
             .filter(|driver| {
                 held_by_checkpoint(&self.options.state_dir, driver)
@@ -78,9 +74,11 @@ impl Host {
     }
 
     /// Resumes (or starts) the handover `resource` needs before it is
-    /// served, from what the node holds (see the module docs).
+    /// served, from what the node holds (see the module docs). The caller
+    /// holds the state (see `crate::state`).
     pub(crate) async fn resume_handover(
         self: &Arc<Self>,
+        state: &mut HostState,
         name: &str,
         resource: &Arc<Resource>,
     ) -> Result<(), HostError> {
@@ -95,8 +93,14 @@ impl Host {
             }
         };
         match resource.spec().config.api {
-            ServingApi::Dra => self.resume_to_dra(name, resource, record, recorded).await,
-            ServingApi::DevicePlugin => self.resume_to_device_plugin(name, resource, record).await,
+            ServingApi::Dra => {
+                self.resume_to_dra(state, name, resource, record, recorded)
+                    .await
+            }
+            ServingApi::DevicePlugin => {
+                self.resume_to_device_plugin(state, name, resource, record)
+                    .await
+            }
         }
     }
 
@@ -105,6 +109,7 @@ impl Host {
     /// knows the resource as a device plugin's.
     async fn resume_to_dra(
         &self,
+        state: &mut HostState,
         name: &str,
         resource: &Arc<Resource>,
         record: Option<SwitchRecord>,
@@ -146,10 +151,7 @@ impl Host {
             resource.clone(),
         )
         .await;
-        self.handovers
-            .lock()
-            .await
-            .insert(name.to_owned(), handover);
+        state.handovers.insert(name.to_owned(), handover);
         Ok(())
     }
 
@@ -158,6 +160,7 @@ impl Host {
     /// until its claims are unprepared.
     async fn resume_to_device_plugin(
         self: &Arc<Self>,
+        state: &mut HostState,
         name: &str,
         resource: &Arc<Resource>,
         record: Option<SwitchRecord>,
@@ -170,7 +173,7 @@ impl Host {
             .collect();
         let mut drivers: BTreeSet<String> = record.iter().map(|r| r.driver.clone()).collect();
         let mut held = BTreeSet::new();
-        for driver in self.unserved_drivers().await {
+        for driver in self.unserved_drivers(&state.config) {
             match held_by_checkpoint(&self.options.state_dir, &driver) {
                 Ok(ids) => {
                     let mine: BTreeSet<String> = ids.intersection(&devices).cloned().collect();
@@ -206,7 +209,7 @@ impl Host {
             socket: resource.spec().config.socket.clone(),
         });
         tracing::info!(resource = %resource.name(), ?drivers, "resuming the switch from DRA to the device-plugin API: the devices prepared claims hold are withheld until they are unprepared");
-        let api = match self.dra_api(resource).await {
+        let api = match self.dra_api(state, resource).await {
             Ok(api) => api,
             Err(error) => {
                 // Without an API client the drivers cannot be served to
@@ -229,7 +232,7 @@ impl Host {
             .await;
             if let Some(draining) = started {
                 claims.push(draining.claims());
-                self.draining.lock().await.push(draining);
+                state.draining.push(draining);
             }
         }
         if claims.is_empty() {
@@ -239,10 +242,7 @@ impl Host {
         let handover =
             api_switch::to_device_plugin(&self.switch_paths(), &record, claims, resource.clone())
                 .await;
-        self.handovers
-            .lock()
-            .await
-            .insert(name.to_owned(), handover);
+        state.handovers.insert(name.to_owned(), handover);
         Ok(())
     }
 
@@ -273,7 +273,10 @@ impl Host {
             let Some(host) = host.upgrade() else { return };
             tracing::info!(resource = %resource.name(), %driver, "the DRA checkpoint can be read now: the devices its claims do not hold are offered");
             let resumed: std::pin::Pin<Box<dyn Future<Output = Result<(), HostError>> + Send>> =
-                Box::pin(async move { host.resume_handover(&name, &resource).await });
+                Box::pin(async move {
+                    let mut state = host.state.lock().await;
+                    host.resume_handover(&mut state, &name, &resource).await
+                });
             if let Err(error) = resumed.await {
                 tracing::error!(%error, "cannot resume the switch from DRA");
             }

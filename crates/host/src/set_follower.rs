@@ -16,7 +16,7 @@ use crate::supervisor::Host;
 impl Host {
     /// The configuration set served now (`None`: the default set).
     pub async fn config_set(&self) -> Option<String> {
-        self.config.lock().await.set.clone()
+        self.state.lock().await.config.set.clone()
     }
 
     /// Applies configuration set `set` (`None`: the default) as a live
@@ -53,12 +53,13 @@ impl Host {
         if !scan_sets(&dir).is_ok_and(|found| found.any()) {
             return;
         }
-        let mut following = self.following_label.lock().await;
-        if *following {
-            return;
-        }
-        *following = true;
-        let settings = self.config.lock().await.host.config_sets.clone();
+        let settings = {
+            let mut state = self.state.lock().await;
+            if !state.start_following_label() {
+                return;
+            }
+            state.config.host.config_sets.clone()
+        };
         if self.options.node_name.is_empty() {
             tracing::error!(label = %settings.node_label, "the config directory holds configuration sets, but no node name was given (--node-name, NODE_NAME): the node's label cannot be read, and the set being served stays");
             return;

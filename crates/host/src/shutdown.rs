@@ -1,12 +1,11 @@
 //! Stopping the whole host: every resource, hand-over and draining DRA
 //! driver at once, gracefully or for a process that exits next.
 
-use std::sync::PoisonError;
-
 use wdp_dra_driver::Draining;
 
 use crate::api_switch::Handover;
 use crate::running::Running;
+use crate::state::Stopping;
 use crate::supervisor::Host;
 
 impl Host {
@@ -48,28 +47,29 @@ impl Host {
     }
 
     async fn stop_everything(&self, exit: Exit) {
-        // Marked before the shutdown token stops them.
-        if let Exit::Next = exit {
-            self.running
-                .lock()
-                .await
-                .values()
-                .for_each(Running::exit_when_stopped);
-        }
-        self.shutdown.cancel();
-        drop(std::mem::take(
-            &mut *self.watchers.lock().unwrap_or_else(PoisonError::into_inner),
-        ));
+        let stopping = {
+            let mut state = self.state.lock().await;
+            // Marked before the shutdown token stops them.
+            if let Exit::Next = exit {
+                state.running.values().for_each(Running::exit_when_stopped);
+            }
+            self.shutdown.cancel();
+            state.take_for_shutdown()
+        };
+        let Stopping {
+            watchers,
+            handovers,
+            running,
+        } = stopping;
+        drop(watchers);
         // Retiring device-plugin servers of resources moving to DRA stop
         // (their sockets go) beside everything else.
-        let handovers = std::mem::take(&mut *self.handovers.lock().await);
-        let running = std::mem::take(&mut *self.running.lock().await);
         futures::future::join(
             futures::future::join_all(handovers.into_values().map(Handover::finish)),
             futures::future::join_all(running.into_values().map(Running::stop)),
         )
         .await;
-        let draining = std::mem::take(&mut *self.draining.lock().await);
+        let draining = std::mem::take(&mut self.state.lock().await.draining);
         futures::future::join_all(draining.into_iter().map(Draining::stop)).await;
     }
 }

@@ -152,9 +152,11 @@ impl Host {
     /// `config_valid`, `/readyz` and an Event on the node.
     pub(crate) async fn started(self: &Arc<Self>, refused: Option<String>) {
         let Some(error) = refused else {
-            let config = self.config.lock().await;
-            let running = self.running.lock().await;
-            keep(&self.options, &config, &running).await;
+            let (config, served) = {
+                let state = self.state.lock().await;
+                (state.config.clone(), served_guests(&state.running))
+            };
+            keep(&self.options, config, served).await;
             return;
         };
         self.metrics.host.config_valid.set(0);
@@ -189,13 +191,9 @@ impl Host {
     }
 }
 
-/// Keeps `config`, served by `running`, as the last good configuration
-/// (a failure is logged at WARN: the snapshot before stays).
-pub(crate) async fn keep(
-    options: &HostOptions,
-    config: &ConfigSet,
-    running: &BTreeMap<String, Running>,
-) {
+/// The guests the `running` resources serve: each guest file with the
+/// content hash of its build, as [`keep`] records them.
+pub(crate) fn served_guests(running: &BTreeMap<String, Running>) -> BTreeMap<PathBuf, String> {
     let mut served: BTreeMap<PathBuf, String> = BTreeMap::new();
     for r in running.values() {
         let spec = r.resource.spec();
@@ -205,7 +203,18 @@ pub(crate) async fn keep(
             }
         }
     }
-    let (state_dir, config) = (options.state_dir.clone(), config.clone());
+    served
+}
+
+/// Keeps `config`, serving the guests `served` (see [`served_guests`]), as
+/// the last good configuration (a failure is logged at WARN: the snapshot
+/// before stays).
+pub(crate) async fn keep(
+    options: &HostOptions,
+    config: ConfigSet,
+    served: BTreeMap<PathBuf, String>,
+) {
+    let state_dir = options.state_dir.clone();
     let kept =
         tokio::task::spawn_blocking(move || last_good::save(&state_dir, &config, &served)).await;
     match kept {

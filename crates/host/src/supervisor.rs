@@ -2,24 +2,24 @@
 //! registered (through the device-plugin API, or as a DRA driver,
 //! `wdp-dra-driver`), the device-plugin folder watched for kubelet restarts, the
 //! config directory watched for live reloads ([`crate::reload`]); its
-//! shutdown is in `crate::shutdown`.
+//! shutdown is in `crate::shutdown`. What changes while it runs is one
+//! [`HostState`] behind one lock (`crate::state` says when it is held).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use wdp_config::ConfigSet;
 use wdp_device_plugin::{FolderEvent, ServerHandle};
-use wdp_dra_driver::{ApiPort, DraDriver, Draining};
+use wdp_dra_driver::DraDriver;
 use wdp_hardware::HostRoot;
 use wdp_kubelet_socket::RegistrationPath;
 use wdp_policy::PolicyEngine;
 use wdp_resource::ms;
 use wdp_resource::{DeviceSet, Resource};
 
-use crate::api_switch::Handover;
 use crate::config_sets;
 use crate::error::HostError;
 use crate::metrics::Metrics;
@@ -28,6 +28,7 @@ use crate::preflight;
 use crate::reload::{self, PlanInputs, ReloadPlan, ReloadSummary};
 use crate::running::{Running, Serving, builds_in_use};
 use crate::start_config;
+use crate::state::HostState;
 use crate::watch::{ChangeEvents, watch_config_dir, watch_plugin_dir};
 
 /// The running host.
@@ -40,31 +41,17 @@ pub struct Host {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) events: broadcast::Sender<FolderEvent>,
     pub(crate) shutdown: CancellationToken,
-    pub(crate) running: Mutex<BTreeMap<String, Running>>,
-    /// The API server for DRA drivers; `None` until a DRA resource is
-    /// first served (the API client is made only then).
-    pub(crate) dra_api: Mutex<Option<Arc<dyn ApiPort>>>,
-    /// The configuration being served; held during a reload.
-    pub(crate) config: Mutex<ConfigSet>,
-    /// Whether the node's label that picks the configuration set is
-    /// followed already.
-    pub(crate) following_label: Mutex<bool>,
+    /// Everything that changes while the host runs; held only for a
+    /// transition (see `crate::state`).
+    pub(crate) state: Mutex<HostState>,
+    /// Serialises reloads (reading, planning, applying); guards no data.
+    pub(crate) reloads: Mutex<()>,
     /// Woken after each reload of the config directory, so the label's
     /// set, refused before, is tried again.
     pub(crate) set_files_changed: Arc<tokio::sync::Notify>,
     /// Last reload error, for `/readyz` and logs; `None` when the latest
     /// directory content is being served.
     pub(crate) last_error: watch::Sender<Option<String>>,
-    /// Content hashes of the guests the configuration before the current
-    /// one used: a reload keeps them compiled, so reverting is a cache hit.
-    pub(crate) previous_builds: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    pub(crate) watchers: std::sync::Mutex<Vec<wdp_fs_watch::FolderWatch>>,
-    /// DRA drivers whose resource left the configuration, still serving
-    /// unprepare for the claims they prepared.
-    pub(crate) draining: Mutex<Vec<Draining>>,
-    /// Resources moving between the kubelet APIs, by name
-    /// ([`crate::api_switch`]).
-    pub(crate) handovers: Mutex<BTreeMap<String, Handover>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -118,36 +105,19 @@ impl Host {
             metrics,
             events,
             shutdown: CancellationToken::new(),
-            running: Mutex::new(BTreeMap::new()),
-            dra_api: Mutex::new(dra_api),
-            config: Mutex::new(config),
-            following_label: Mutex::new(false),
+            state: Mutex::new(HostState::new(config, dra_api, config_watcher)),
+            reloads: Mutex::new(()),
             set_files_changed: Arc::default(),
             last_error: watch::Sender::new(None),
-            previous_builds: std::sync::Mutex::default(),
-            watchers: std::sync::Mutex::new(vec![config_watcher]),
-            draining: Mutex::default(),
-            handovers: Mutex::default(),
         });
-        {
-            let watcher = watch_plugin_dir(
-                &host.options.device_plugin_dir,
-                host.events.clone(),
-                host.metrics.clone(),
-            )?;
-            host.watchers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(watcher);
-        }
+        let watcher = watch_plugin_dir(
+            &host.options.device_plugin_dir,
+            host.events.clone(),
+            host.metrics.clone(),
+        )?;
+        host.state.lock().await.watchers.push(watcher);
         let served_early = host.serve_during_first_scans(&resources).await?;
         host.metrics.host.reload(chosen.refused.is_none());
-        {
-            let config = host.config.lock().await;
-            host.metrics
-                .host
-                .set_config_set(config_sets::shown(config.set.as_deref()), &config.digest);
-        }
         host.launch_all(resources, served_early).await?;
         host.started(chosen.refused).await;
         host.reload_on_change(config_events);
@@ -181,21 +151,27 @@ impl Host {
     }
 
     /// Puts every resource in service: those `served_early` as they are,
-    /// the others once the handover they need is resumed. On an error
-    /// nothing started so far stays served.
+    /// the others once the handover they need is resumed; the set served
+    /// counted. On an error nothing started so far stays served. Holds the
+    /// state throughout (see `crate::state`).
     async fn launch_all(
         self: &Arc<Self>,
         resources: Vec<Arc<Resource>>,
         mut served_early: BTreeMap<String, ServerHandle>,
     ) -> Result<(), HostError> {
-        let mut running = self.running.lock().await;
+        let mut state = self.state.lock().await;
+        let state = &mut *state;
+        self.metrics.host.set_config_set(
+            config_sets::shown(state.config.set.as_deref()),
+            &state.config.digest,
+        );
         for resource in resources {
             let name = resource.name().to_owned();
             let launched = match served_early.remove(&name) {
                 Some(server) => self.running(resource, Serving::DevicePlugin(server)),
                 None => {
-                    let launched = match self.resume_handover(&name, &resource).await {
-                        Ok(()) => self.launch(resource).await,
+                    let launched = match self.resume_handover(state, &name, &resource).await {
+                        Ok(()) => self.launch(state, resource).await,
                         Err(error) => Err(error),
                     };
                     match launched {
@@ -207,7 +183,7 @@ impl Host {
                     }
                 }
             };
-            running.insert(name, launched);
+            state.running.insert(name, launched);
         }
         Ok(())
     }
@@ -239,8 +215,9 @@ impl Host {
     /// slices are not published (with the API server's error). Device-plugin
     /// resources never depend on the API server.
     pub async fn not_ready(&self) -> Vec<String> {
-        let running = self.running.lock().await;
-        running
+        let state = self.state.lock().await;
+        state
+            .running
             .iter()
             .filter_map(|(name, r)| match r.dra() {
                 Some(driver) => driver.readiness().err().map(|why| format!("{name}: {why}")),
@@ -251,8 +228,9 @@ impl Host {
 
     /// Per DRA resource: its driver's slice publishing status.
     pub async fn dra_status(&self) -> BTreeMap<String, (String, wdp_dra_driver::PublishStatus)> {
-        let running = self.running.lock().await;
-        running
+        let state = self.state.lock().await;
+        state
+            .running
             .iter()
             .filter_map(|(name, r)| {
                 let driver = r.dra()?;
@@ -269,8 +247,9 @@ impl Host {
 
     /// Per resource: registered, and the current device set.
     pub async fn status(&self) -> BTreeMap<String, (bool, Arc<DeviceSet>)> {
-        let running = self.running.lock().await;
-        running
+        let state = self.state.lock().await;
+        state
+            .running
             .iter()
             .map(|(name, r)| (name.clone(), (r.is_registered(), r.resource.devices())))
             .collect()
@@ -278,8 +257,8 @@ impl Host {
 
     /// The served resource named `name`.
     pub async fn resource(&self, name: &str) -> Option<Arc<Resource>> {
-        let running = self.running.lock().await;
-        running.get(name).map(|r| r.resource.clone())
+        let state = self.state.lock().await;
+        state.running.get(name).map(|r| r.resource.clone())
     }
 
     /// The error of the latest refused reload, if the latest content of the
@@ -291,8 +270,9 @@ impl Host {
     /// Whether the DRA driver serving resource `name` is registered with
     /// the kubelet; `None` when it is not a DRA resource.
     pub async fn dra_registered(&self, name: &str) -> Option<bool> {
-        let running = self.running.lock().await;
-        running
+        let state = self.state.lock().await;
+        state
+            .running
             .get(name)
             .and_then(Running::dra)
             .map(DraDriver::is_registered)
@@ -317,7 +297,7 @@ impl Host {
                 }
             }
             Err(error) => {
-                let set = self.config.lock().await.set.clone();
+                let set = self.config_set().await;
                 if self.refused(set.as_deref(), before, error).await {
                     tracing::error!(%error, "configuration refused; the last good configuration keeps serving");
                 }
@@ -333,37 +313,34 @@ impl Host {
         switch: Option<Option<String>>,
     ) -> Result<ReloadSummary, HostError> {
         let started = Instant::now();
-        let mut current = self.config.lock().await;
-        let set = switch.unwrap_or_else(|| current.set.clone());
+        let _reloading = self.reloads.lock().await;
+        let set = match switch {
+            Some(set) => set,
+            None => self.config_set().await,
+        };
         let new_config = self.read_config(set).await?;
         tracing::debug!(elapsed_ms = ms(started), "reload: config directory parsed");
         // Load guests and dry-run every changed resource before touching
         // anything.
         let plan = self.plan(&new_config, started).await?;
-        let mut running = self.running.lock().await;
-        let builds_before = builds_in_use(running.values());
-        let summary = self.apply(plan, &mut running).await?;
-        // Compiled builds neither this configuration nor the one before the
-        // latest change uses go: memory stays bounded however many edits a
-        // guest sees, and reverting the latest edit finds its builds compiled.
-        let used = builds_in_use(running.values());
-        {
-            let mut previous = self
-                .previous_builds
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if used != builds_before {
-                *previous = builds_before;
-            }
-            self.engine
-                .retain_compiled(|hash| used.contains(hash) || previous.contains(hash));
-        }
-        self.metrics.host.set_config_set(
-            config_sets::shown(new_config.set.as_deref()),
-            &new_config.digest,
-        );
-        *current = new_config;
-        start_config::keep(&self.options, &current, &running).await;
+        let (summary, served) = {
+            let mut state = self.state.lock().await;
+            let state = &mut *state;
+            let builds_before = builds_in_use(state.running.values());
+            let summary = self.apply(state, plan).await?;
+            // Compiled builds neither this configuration nor the one before
+            // the latest change uses go: memory stays bounded however many
+            // edits a guest sees, and reverting the latest edit finds its
+            // builds compiled.
+            state.keep_builds(builds_before, &self.engine);
+            self.metrics.host.set_config_set(
+                config_sets::shown(new_config.set.as_deref()),
+                &new_config.digest,
+            );
+            state.config = new_config.clone();
+            (summary, start_config::served_guests(&state.running))
+        };
+        start_config::keep(&self.options, new_config, served).await;
         tracing::debug!(elapsed_ms = ms(started), "reload: applied");
         if !summary.added.is_empty() || !summary.updated.is_empty() {
             // Loading (and compiling, for a new guest) ran code serving does
@@ -397,9 +374,10 @@ impl Host {
     /// (see [`reload::plan`]); nothing served changes.
     async fn plan(&self, config: &ConfigSet, started: Instant) -> Result<ReloadPlan, HostError> {
         let running: BTreeMap<String, Arc<Resource>> = self
-            .running
+            .state
             .lock()
             .await
+            .running
             .iter()
             .map(|(k, v)| (k.clone(), v.resource.clone()))
             .collect();
@@ -415,45 +393,47 @@ impl Host {
             .map_err(HostError::Task)?
     }
 
-    /// Applies `plan` to the `running` resources: removed ones withdrawn
-    /// (a DRA driver keeps draining its claims), new ones launched, changed
-    /// ones swapped in place (registered again when their registration
-    /// changed).
+    /// Applies `plan` to the running resources of `state`: removed ones
+    /// withdrawn (a DRA driver keeps draining its claims), new ones
+    /// launched, changed ones swapped in place (registered again when their
+    /// registration changed).
     async fn apply(
         &self,
+        state: &mut HostState,
         plan: ReloadPlan,
-        running: &mut BTreeMap<String, Running>,
     ) -> Result<ReloadSummary, HostError> {
         let ReloadPlan { specs, mut fresh } = plan;
         let mut summary = ReloadSummary::default();
-        let gone: Vec<String> = running
+        let gone: Vec<String> = state
+            .running
             .keys()
             .filter(|k| !specs.contains_key(*k))
             .cloned()
             .collect();
         for name in gone {
-            if let Some(r) = running.remove(&name) {
-                self.remove(&name, r).await;
+            if let Some(r) = state.running.remove(&name) {
+                self.remove(state, &name, r).await;
                 summary.removed.push(name);
             }
         }
         for (name, spec) in specs {
             if let Some(resource) = fresh.remove(&name) {
-                match running.remove(&name) {
+                match state.running.remove(&name) {
                     // Served before under the other API.
                     Some(old) => {
-                        let switched = self.switch_api(&name, old, resource).await?;
-                        running.insert(name.clone(), switched);
+                        let switched = self.switch_api(state, &name, old, resource).await?;
+                        state.running.insert(name.clone(), switched);
                         summary.switched.push(name);
                     }
                     None => {
-                        running.insert(name.clone(), self.launch(resource).await?);
+                        let launched = self.launch(state, resource).await?;
+                        state.running.insert(name.clone(), launched);
                         summary.added.push(name);
                     }
                 }
                 continue;
             }
-            let Some(r) = running.get(&name) else {
+            let Some(r) = state.running.get(&name) else {
                 continue;
             };
             let old = r.resource.spec();
@@ -484,13 +464,13 @@ impl Host {
     }
 
     /// Stops serving resource `name`, which left the configuration.
-    async fn remove(&self, name: &str, r: Running) {
-        self.end_handover(name).await;
+    async fn remove(&self, state: &mut HostState, name: &str, r: Running) {
+        self.end_handover(state, name).await;
         if let Some(driver) = r.dra() {
             self.metrics.dra.forget_driver(name, driver.driver());
         }
         if let Some(draining) = r.withdraw().await {
-            self.draining.lock().await.push(draining);
+            state.draining.push(draining);
         }
         self.metrics.forget_resource(name);
         // Its CDI spec goes with it (a no-op when it wrote none).
@@ -513,7 +493,7 @@ impl Host {
                 let Some(strong) = host.upgrade() else { return };
                 let first_event = Instant::now();
                 let debounce =
-                    Duration::from_millis(strong.config.lock().await.host.reload_debounce_ms);
+                    Duration::from_millis(strong.state.lock().await.config.host.reload_debounce_ms);
                 drop(strong);
                 // Quiet period: restart the timer on every further event.
                 loop {

@@ -10,9 +10,10 @@ use wdp_config::ServingApi;
 use wdp_kubelet_socket::PodResourcesReader;
 use wdp_resource::Resource;
 
-use crate::api_switch::{self, Direction, SwitchPaths};
+use crate::api_switch::{self, SwitchPaths};
 use crate::error::HostError;
 use crate::running::{Running, Serving};
+use crate::state::HostState;
 use crate::supervisor::Host;
 use crate::switch_record::SwitchRecord;
 
@@ -26,10 +27,10 @@ impl Host {
         }
     }
 
-    /// Ends the handover of resource `name` under way, if any.
-    pub(crate) async fn end_handover(&self, name: &str) {
-        let handover = self.handovers.lock().await.remove(name);
-        if let Some(handover) = handover {
+    /// Ends the handover of resource `name` under way, if any; the caller
+    /// holds the state.
+    pub(crate) async fn end_handover(&self, state: &mut HostState, name: &str) {
+        if let Some(handover) = state.take_handover(name) {
             handover.finish().await;
         }
     }
@@ -37,12 +38,7 @@ impl Host {
     /// Which resources are being handed over between the kubelet APIs, and
     /// which way (`true`: to DRA); finished handovers are left out.
     pub async fn handovers(&self) -> Vec<(String, bool)> {
-        let mut handovers = self.handovers.lock().await;
-        handovers.retain(|_, h| !h.is_finished());
-        handovers
-            .iter()
-            .map(|(name, h)| (name.clone(), h.direction == Direction::ToDra))
-            .collect()
+        self.state.lock().await.live_handovers()
     }
 
     /// Resolves once every handover under way now has ended (finished on
@@ -50,9 +46,10 @@ impl Host {
     /// record is gone.
     pub async fn handovers_ended(&self) {
         let ended: Vec<_> = self
-            .handovers
+            .state
             .lock()
             .await
+            .handovers
             .values()
             .map(|h| h.ended())
             .collect();
@@ -61,16 +58,17 @@ impl Host {
 
     /// Serves `new` (the resource `name` under its new `api`) in place of
     /// `old` (the same resource under the other API), handing the devices
-    /// over (see [`crate::api_switch`]).
+    /// over (see [`crate::api_switch`]). The caller holds the state.
     pub(crate) async fn switch_api(
         &self,
+        state: &mut HostState,
         name: &str,
         old: Running,
         new: Arc<Resource>,
     ) -> Result<Running, HostError> {
         // A handover still under way ends: this one starts from where it
         // stood (what it withheld is withheld again below).
-        self.end_handover(name).await;
+        self.end_handover(state, name).await;
         let paths = self.switch_paths();
         let Running {
             resource: served,
@@ -81,7 +79,7 @@ impl Host {
             Serving::DevicePlugin(server) => {
                 // The API client first: once the server retires, the
                 // resource has to be served through DRA.
-                self.dra_api(&new).await?;
+                self.dra_api(state, &new).await?;
                 refresher.abort();
                 let record = SwitchRecord {
                     resource: new.name().to_owned(),
@@ -91,11 +89,8 @@ impl Host {
                 tracing::info!(resource = %new.name(), driver = %record.driver, "switching from the device-plugin API to DRA: the device plugin offers no device any more and stays registered for the containers holding devices");
                 let handover =
                     api_switch::to_dra(&paths, &record, server, served, new.clone()).await;
-                let launched = self.launch(new).await?;
-                self.handovers
-                    .lock()
-                    .await
-                    .insert(name.to_owned(), handover);
+                let launched = self.launch(state, new).await?;
+                state.handovers.insert(name.to_owned(), handover);
                 Ok(launched)
             }
             Serving::Dra(driver) => {
@@ -109,16 +104,13 @@ impl Host {
                 refresher.abort();
                 if let Some(draining) = driver.withdraw().await {
                     let claims = draining.claims();
-                    self.draining.lock().await.push(draining);
+                    state.draining.push(draining);
                     let handover =
                         api_switch::to_device_plugin(&paths, &record, vec![claims], new.clone())
                             .await;
-                    self.handovers
-                        .lock()
-                        .await
-                        .insert(name.to_owned(), handover);
+                    state.handovers.insert(name.to_owned(), handover);
                 }
-                self.launch(new).await
+                self.launch(state, new).await
             }
         }
     }
