@@ -14,7 +14,7 @@
 //! commit); `handover` decides which instance publishes; `prepare` holds
 //! the per-claim prepare and unprepare decisions, `allocation` maps a
 //! claim's results to this node's devices and partitions, `claim` names a
-//! claim and writes its device statuses, `in_flight` what claims are doing
+//! claim and one write of its device statuses, `in_flight` what claims are doing
 //! right now, `claim_cdi` the CDI spec of one claim, and `recorded_spec`
 //! writes a prepared claim's spec again from its record when a reboot
 //! emptied the CDI folder; `cleanup` unprepares at start what the API
