@@ -317,7 +317,8 @@ fn api_capacity(capacity: &Capacity) -> DeviceCapacity {
     }
 }
 
-/// The API form of one device: attributes qualified, taints without `timeAdded`.
+/// The API form of one device: attributes qualified, capacities named as
+/// written, taints without `timeAdded`.
 fn api_device(driver: &str, device: &DraDevice) -> Device {
     let attributes = device
         .attributes
@@ -334,10 +335,16 @@ fn api_device(driver: &str, device: &DraDevice) -> Device {
             time_added: None,
         })
         .collect();
+    // Capacity names as the guest wrote them: an unqualified name is the
+    // driver's by the API's rule, and the scheduler matches a claim's
+    // `capacity.requests` to a device's capacity by the exact key, so a
+    // request written as Kubernetes' examples write it (`memory: 10Gi`)
+    // finds a capacity published as `memory` and never one published as
+    // `<driver>/memory` (the real kube-scheduler 1.37, tests/cluster).
     let capacity: BTreeMap<String, DeviceCapacity> = device
         .capacity
         .iter()
-        .map(|(key, capacity)| (qualified_attribute_key(driver, key), api_capacity(capacity)))
+        .map(|(key, capacity)| (key.clone(), api_capacity(capacity)))
         .collect();
     let consumes_counters: Vec<DeviceCounterConsumption> = device
         .consumes_counters

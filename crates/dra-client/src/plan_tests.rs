@@ -379,11 +379,9 @@ fn capacities_and_sharing_take_the_api_form() {
     assert_eq!(written.allow_multiple_allocations, Some(true));
     let capacity = written.capacity.as_ref().unwrap();
     let keys: Vec<&str> = capacity.keys().map(String::as_str).collect();
-    assert_eq!(
-        keys,
-        vec!["example.com/queues", "gpu.example.com/bandwidth"]
-    );
-    let policy = capacity["gpu.example.com/bandwidth"]
+    // Named as written: the scheduler matches requests by the exact key.
+    assert_eq!(keys, vec!["bandwidth", "example.com/queues"]);
+    let policy = capacity["bandwidth"]
         .request_policy
         .as_ref()
         .unwrap();

@@ -94,8 +94,9 @@ impl<'a> Picked<'a> {
     }
 
     /// The device as the `claim` import and the prepare guests see it;
-    /// capacity names of `driver`'s domain without it, as the guest
-    /// declared them (`gpu.example.com/memory` → `memory`).
+    /// capacity names as the guest declared them: published unqualified,
+    /// and a `<driver>/` prefix (a release before names were published as
+    /// written) dropped (`gpu.example.com/memory` → `memory`).
     pub(crate) fn claim_device(&self, driver: &str) -> ClaimDevice {
         ClaimDevice {
             id: self.id.clone(),

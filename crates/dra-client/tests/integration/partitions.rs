@@ -223,7 +223,7 @@ async fn a_server_dropping_sharing_gets_devices_without_it() {
         .find(|d| d.name == "nic0")
         .unwrap();
     assert_eq!(nic.allow_multiple_allocations, None);
-    let bandwidth = &nic.capacity.as_ref().unwrap()["gpu.example.com/bandwidth"];
+    let bandwidth = &nic.capacity.as_ref().unwrap()["bandwidth"];
     assert_eq!(bandwidth.request_policy, None);
 
     let writes = cluster.writes();

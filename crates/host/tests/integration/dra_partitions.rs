@@ -352,7 +352,7 @@ fn shared_claim(name: &str, device: &str, share: &str, memory: &str) -> Resource
         .unwrap()[0];
     result.share_id = Some(share.to_owned());
     result.consumed_capacity = Some(BTreeMap::from([(
-        format!("{DRIVER}/memory"),
+        "memory".to_owned(),
         k8s_openapi::apimachinery::pkg::api::resource::Quantity(memory.to_owned()),
     )]));
     claim
@@ -399,8 +399,9 @@ async fn a_shared_gpu_serves_claims_their_memory_admin_access_takes_nothing_and_
     let devices = published_devices(&w.api.slices_of(NODE, DRIVER));
     let gpu = &devices[&name_of(GPU_A)];
     assert_eq!(gpu["allowMultipleAllocations"], true, "{gpu}");
-    // Capacity names are qualified with the driver, as attributes are.
-    let memory = &gpu["capacity"][format!("{DRIVER}/memory")];
+    // Capacity names as the guest wrote them (a claim's request names
+    // `memory`, as the scheduler matches keys exactly).
+    let memory = &gpu["capacity"]["memory"];
     assert_eq!(memory["value"], "80Gi", "{gpu}");
     assert_eq!(memory["requestPolicy"]["default"], "10Gi", "{gpu}");
     // The guest's taint, on whole devices and partitions alike.
