@@ -63,8 +63,12 @@ impl SliceHistory {
         Self { sets, task }
     }
 
+    /// The sets recorded since the first device was held (the watch may
+    /// start before anything is published: an empty set first is no gap).
     fn sets(&self) -> Vec<BTreeSet<String>> {
-        self.sets.lock().unwrap().clone()
+        let sets = self.sets.lock().unwrap();
+        let first = sets.iter().position(|s| !s.is_empty()).unwrap_or(sets.len());
+        sets[first..].to_vec()
     }
 
     /// Waits until the latest set recorded is `devices`.
@@ -136,7 +140,11 @@ async fn a_rolling_update_has_one_publisher_against_the_real_server() {
     // The new pod's configuration serves hot1 only.
     let new_config = node.tmp.path().join("config-new");
     std::fs::create_dir_all(&new_config).unwrap();
-    std::fs::copy(node.config().join("host.toml"), new_config.join("host.toml")).unwrap();
+    std::fs::copy(
+        node.config().join("host.toml"),
+        new_config.join("host.toml"),
+    )
+    .unwrap();
     std::fs::write(new_config.join("hot.toml"), hot_config("dra", "/dev/hot1")).unwrap();
     let new = node.spawn_host_reading(&new_config, &kubeconfig, &["--instance-id", "pod-new"]);
     history.wait_for(&["hot1"], &new).await;
@@ -148,15 +156,25 @@ async fn a_rolling_update_has_one_publisher_against_the_real_server() {
     old.terminate().await;
     // The old pod's exit leaves the new one's slices alone.
     kubelet
-        .wait_for("the old instance to deregister", LONG, |s| s.standby.is_empty())
+        .wait_for("the old instance to deregister", LONG, |s| {
+            s.standby.is_empty()
+        })
         .await
         .unwrap_or_else(|e| panic!("{e}: {:#?}", kubelet.state()));
     assert_eq!(
         device_names(&slices(&plane.admin, "node-upgrade", DRIVER).await),
         set(&["hot1"])
     );
-    assert_eq!(history.sets(), [set(&["hot0", "hot1"]), set(&["hot1"])], "{}", new.log());
-    assert_eq!(requests_rbac_denies(&plane, "wasm-device-plugin"), Vec::<String>::new());
+    assert_eq!(
+        history.sets(),
+        [set(&["hot0", "hot1"]), set(&["hot1"])],
+        "{}",
+        new.log()
+    );
+    assert_eq!(
+        requests_rbac_denies(&plane, "wasm-device-plugin"),
+        Vec::<String>::new()
+    );
 }
 
 /// The resource's file moves it from the device plugin to DRA while a
@@ -180,7 +198,12 @@ async fn a_device_held_through_the_device_plugin_is_never_published_until_releas
     let socket = pod_resources.socket().to_str().unwrap().to_owned();
     let host = node.spawn_host(
         &kubeconfig,
-        &["--registration", "kubelet", "--pod-resources-socket", &socket],
+        &[
+            "--registration",
+            "kubelet",
+            "--pod-resources-socket",
+            &socket,
+        ],
     );
     kubelet
         .wait_registered(RESOURCE, 1, LONG)
@@ -198,5 +221,8 @@ async fn a_device_held_through_the_device_plugin_is_never_published_until_releas
     let sets = history.sets();
     let first_with_hot0 = sets.iter().position(|s| s.contains("hot0")).unwrap();
     assert_eq!(first_with_hot0, sets.len() - 1, "{sets:?}");
-    assert_eq!(requests_rbac_denies(&plane, "wasm-device-plugin"), Vec::<String>::new());
+    assert_eq!(
+        requests_rbac_denies(&plane, "wasm-device-plugin"),
+        Vec::<String>::new()
+    );
 }

@@ -122,7 +122,12 @@ impl Node {
 
     /// As [`spawn_host`](Self::spawn_host), reading the config directory
     /// `config` (another pod's of a rolling update).
-    pub fn spawn_host_reading(&self, config: &Path, kubeconfig: &Path, extra: &[&str]) -> HostProcess {
+    pub fn spawn_host_reading(
+        &self,
+        config: &Path,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> HostProcess {
         let tmp = self.tmp.path();
         let mut args: Vec<String> = vec!["run".into()];
         for (flag, dir) in [

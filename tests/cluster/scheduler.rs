@@ -297,7 +297,7 @@ async fn the_real_scheduler_allocates_on_the_hosts_slices_and_the_host_prepares_
         .map(|gpu| std::fs::read_to_string(gpu.join("partition_create")).unwrap())
         .filter(|written| !written.is_empty())
         .collect();
-    assert_eq!(created, [partition.clone()], "{}", whole.host.log());
+    assert_eq!(created, [partition], "{}", whole.host.log());
 
     // A capacity share of a GPU several claims may use.
     let pod_share = scheduled(&plane, "share").await;
