@@ -381,10 +381,7 @@ fn capacities_and_sharing_take_the_api_form() {
     let keys: Vec<&str> = capacity.keys().map(String::as_str).collect();
     // Named as written: the scheduler matches requests by the exact key.
     assert_eq!(keys, vec!["bandwidth", "example.com/queues"]);
-    let policy = capacity["bandwidth"]
-        .request_policy
-        .as_ref()
-        .unwrap();
+    let policy = capacity["bandwidth"].request_policy.as_ref().unwrap();
     assert_eq!(policy.default.as_ref().unwrap().0, "1G");
     assert_eq!(policy.valid_values, None);
     let range = policy.valid_range.as_ref().unwrap();
