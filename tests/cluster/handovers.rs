@@ -67,7 +67,10 @@ impl SliceHistory {
     /// start before anything is published: an empty set first is no gap).
     fn sets(&self) -> Vec<BTreeSet<String>> {
         let sets = self.sets.lock().unwrap();
-        let first = sets.iter().position(|s| !s.is_empty()).unwrap_or(sets.len());
+        let first = sets
+            .iter()
+            .position(|s| !s.is_empty())
+            .unwrap_or(sets.len());
         sets[first..].to_vec()
     }
 
