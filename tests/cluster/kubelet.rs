@@ -57,7 +57,9 @@ impl Programs {
     /// Finds every program; panics with what is missing (tier 3 is never
     /// skipped silently: run.sh leaves it out where it cannot run).
     fn find() -> Self {
-        let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1);
+        let uid = std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(1);
         assert_eq!(
             uid, 0,
             "tier 3 needs root: containerd and the kubelet mount and make cgroups"
@@ -76,8 +78,8 @@ impl Programs {
                 bin.join(program).display()
             );
         }
-        let images = std::env::var_os("WDP_NODE_IMAGES")
-            .map_or_else(|| bin.join("images"), PathBuf::from);
+        let images =
+            std::env::var_os("WDP_NODE_IMAGES").map_or_else(|| bin.join("images"), PathBuf::from);
         for archive in ["pause.oci.tar", "workload.oci.tar"] {
             assert!(
                 images.join(archive).is_file(),
@@ -139,7 +141,11 @@ impl Daemon {
         let text = self.log();
         let all: Vec<&str> = text.lines().collect();
         let from = all.len().saturating_sub(lines);
-        format!("--- {} (last lines) ---\n{}", self.name, all[from..].join("\n"))
+        format!(
+            "--- {} (last lines) ---\n{}",
+            self.name,
+            all[from..].join("\n")
+        )
     }
 
     fn assert_running(&mut self) {
@@ -275,7 +281,13 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
             let archive = programs.images.join(archive);
             containerd.ctr(
                 programs,
-                &["-n", "k8s.io", "images", "import", archive.to_str().unwrap()],
+                &[
+                    "-n",
+                    "k8s.io",
+                    "images",
+                    "import",
+                    archive.to_str().unwrap(),
+                ],
             );
         }
         containerd
@@ -329,6 +341,23 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
             }
         }
         self.daemon.stop();
+        // A pod sandbox's shim outlives its tasks until the sandbox is shut
+        // down, which only the kubelet asks for: end every shim of this
+        // containerd (its `-address` names this socket), by its pid.
+        let socket = self.socket.display().to_string();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let ours = args
+                .windows(2)
+                .any(|pair| pair[0] == b"-address" && pair[1] == socket.as_bytes());
+            if ours {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+            }
+        }
     }
 }
 
@@ -453,7 +482,13 @@ fileCheckFrequency: 5s
     /// The lines container `container` of pod `namespace/name` wrote, all
     /// its runs (`<podLogsDir>/<ns>_<pod>_<uid>/<container>/<n>.log`, the
     /// CRI log format: time, stream, tag, line).
-    fn container_output(&self, namespace: &str, pod: &str, uid: &str, container: &str) -> Vec<String> {
+    fn container_output(
+        &self,
+        namespace: &str,
+        pod: &str,
+        uid: &str,
+        container: &str,
+    ) -> Vec<String> {
         let folder = self
             .dir
             .join("pods-logs")
@@ -637,7 +672,10 @@ impl RealNode {
     fn pod_running(&self, name: &str) -> bool {
         let containerd = self.containerd.as_ref().unwrap();
         let label = format!("labels.\"io.kubernetes.pod.name\"=={name}");
-        let ids = containerd.ctr(&self.programs, &["-n", "k8s.io", "containers", "ls", "-q", &label]);
+        let ids = containerd.ctr(
+            &self.programs,
+            &["-n", "k8s.io", "containers", "ls", "-q", &label],
+        );
         let tasks = containerd.ctr(&self.programs, &["-n", "k8s.io", "tasks", "ls"]);
         tasks.lines().any(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -718,9 +756,7 @@ impl RealNode {
             self.kubelet.assert_running();
             let pod = pods.get(name).await.unwrap();
             let uid = pod.metadata.uid.clone().unwrap_or_default();
-            let output = self
-                .kubelet
-                .container_output("default", name, &uid, "work");
+            let output = self.kubelet.container_output("default", name, &uid, "work");
             if output.iter().any(|l| l == "ready") {
                 return (output, pod);
             }
@@ -737,7 +773,12 @@ impl RealNode {
 
     /// Waits until pod `name`'s phase is `phase`, or a container of it is
     /// waiting with `reason`; returns the pod.
-    async fn wait_pod(&mut self, plane: &ControlPlane, name: &str, what: impl Fn(&Pod) -> bool) -> Pod {
+    async fn wait_pod(
+        &mut self,
+        plane: &ControlPlane,
+        name: &str,
+        what: impl Fn(&Pod) -> bool,
+    ) -> Pod {
         let pods: Api<Pod> = Api::namespaced(plane.admin.clone(), "default");
         let started = Instant::now();
         loop {
@@ -769,6 +810,18 @@ impl Drop for RealNode {
             unmount_under(&containerd.dir);
         }
         unmount_under(&self.kubelet.root);
+        // The kubelet links every container's log into /var/log/containers
+        // (a fixed path); the links into this kubelet's logs go with it.
+        let logs = self.kubelet.dir.join("pods-logs");
+        for entry in std::fs::read_dir("/var/log/containers")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if std::fs::read_link(entry.path()).is_ok_and(|target| target.starts_with(&logs)) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
         for hierarchy in cgroup_hierarchies() {
             remove_cgroup(&hierarchy.join(self.kubelet.cgroup.trim_start_matches('/')));
         }
@@ -789,7 +842,8 @@ fn seen(output: &[String]) -> Seen {
         if let Some(rest) = line.strip_prefix("device ") {
             let (path, kind) = rest.split_once(' ').unwrap();
             devices.insert(path.to_owned(), kind.to_owned());
-        } else if let Some((key, value)) = line.strip_prefix("env ").and_then(|r| r.split_once('=')) {
+        } else if let Some((key, value)) = line.strip_prefix("env ").and_then(|r| r.split_once('='))
+        {
             env.insert(key.to_owned(), value.to_owned());
         }
     }
@@ -813,12 +867,18 @@ fn workload_pod(name: &str, node: &str, limits: Value, claims: &[(&str, &str)]) 
         .iter()
         .map(|(claim, object)| json!({"name": claim, "resourceClaimName": object}))
         .collect();
-    let uses: Vec<Value> = claims.iter().map(|(claim, _)| json!({"name": claim})).collect();
+    let uses: Vec<Value> = claims
+        .iter()
+        .map(|(claim, _)| json!({"name": claim}))
+        .collect();
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "nodeName": node,
             "hostNetwork": true,
+            // The API server's admission taints a new Node not-ready; no
+            // node lifecycle controller runs here to lift it.
+            "tolerations": [{"operator": "Exists"}],
             "automountServiceAccountToken": false,
             "terminationGracePeriodSeconds": 2,
             "restartPolicy": "Never",
@@ -878,14 +938,25 @@ async fn a_real_kubelet_starts_pods_with_the_devices_allocate_granted() {
 
     // One device: the container has exactly that device node, and the
     // environment the allocate guest added names it.
-    create_pod(&plane, &workload_pod("one", "kubelet-dp", json!({RESOURCE: "1"}), &[])).await;
+    create_pod(
+        &plane,
+        &workload_pod("one", "kubelet-dp", json!({RESOURCE: "1"}), &[]),
+    )
+    .await;
     let (output, _) = real.wait_output(&plane, "one").await;
     let first = seen(&output);
     let held = loops(&first);
     assert_eq!(held.len(), 1, "{output:#?}");
-    assert_eq!(first.env.get("LOOP_VISIBLE_DEVICES"), Some(&held[0]), "{output:#?}");
+    assert_eq!(
+        first.env.get("LOOP_VISIBLE_DEVICES"),
+        Some(&held[0]),
+        "{output:#?}"
+    );
     let number = &held[0][4..];
-    assert_eq!(first.devices[&format!("/dev/{}", held[0])], format!("block 7:{number}"));
+    assert_eq!(
+        first.devices[&format!("/dev/{}", held[0])],
+        format!("block 7:{number}")
+    );
 
     // The kubelet restarted with the pod running: the host registers
     // again, the pod keeps its container, and the device it holds is still
@@ -895,20 +966,21 @@ async fn a_real_kubelet_starts_pods_with_the_devices_allocate_granted() {
     real.wait_ready(&plane).await;
     real.wait_registrations(2).await;
     real.wait_allocatable(&plane, RESOURCE, "4").await;
-    let pod = real
-        .wait_pod(&plane, "one", |pod| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .is_some_and(|c| c.iter().all(|c| c.restart_count == 0 && c.state.as_ref().is_some_and(|s| s.running.is_some())))
-        })
-        .await;
+    let pod = real.wait_pod(&plane, "one", running_unrestarted).await;
     assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Running"));
-    create_pod(&plane, &workload_pod("three", "kubelet-dp", json!({RESOURCE: "3"}), &[])).await;
+    create_pod(
+        &plane,
+        &workload_pod("three", "kubelet-dp", json!({RESOURCE: "3"}), &[]),
+    )
+    .await;
     let (output, _) = real.wait_output(&plane, "three").await;
     let three = loops(&seen(&output));
     assert_eq!(three.len(), 3, "{output:#?}");
-    assert!(!three.contains(&held[0]), "{three:?} holds {} of pod one", held[0]);
+    assert!(
+        !three.contains(&held[0]),
+        "{three:?} holds {} of pod one",
+        held[0]
+    );
 
     // A pod deleted while the kubelet is down: once back, the kubelet stops
     // its container and its device is free again (a pod asking for it
@@ -936,7 +1008,11 @@ async fn a_real_kubelet_starts_pods_with_the_devices_allocate_granted() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    create_pod(&plane, &workload_pod("again", "kubelet-dp", json!({RESOURCE: "1"}), &[])).await;
+    create_pod(
+        &plane,
+        &workload_pod("again", "kubelet-dp", json!({RESOURCE: "1"}), &[]),
+    )
+    .await;
     let (output, _) = real.wait_output(&plane, "again").await;
     assert_eq!(loops(&seen(&output)), held, "{output:#?}");
 
@@ -951,16 +1027,70 @@ async fn a_real_kubelet_starts_pods_with_the_devices_allocate_granted() {
             .get(name)
             .await
             .unwrap();
-        assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Running"), "{name}");
+        assert_eq!(
+            pod.status.unwrap().phase.as_deref(),
+            Some("Running"),
+            "{name}"
+        );
     }
     assert!(real.host().problems().is_empty(), "{}", real.host().log());
+}
+
+/// Whether every container of the pod runs and none restarted.
+fn running_unrestarted(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|c| {
+            c.iter().all(|c| {
+                c.restart_count == 0 && c.state.as_ref().is_some_and(|s| s.running.is_some())
+            })
+        })
+}
+
+/// Waits for pod `pod`'s workload; checks that the container has exactly
+/// the loop device the real scheduler allocated for ResourceClaim `claim`
+/// (from the CDI spec the host wrote) and the environment the allocate
+/// guest added; returns the device.
+async fn claimed_device(
+    real: &mut RealNode,
+    plane: &ControlPlane,
+    pod: &str,
+    claim: &str,
+) -> String {
+    let (output, _) = real.wait_output(plane, pod).await;
+    let claim: Value = serde_json::from_str(&plane.kubectl(&[
+        "get",
+        "-o",
+        "json",
+        "resourceclaim",
+        "-n",
+        "default",
+        claim,
+    ]))
+    .unwrap();
+    let result = &claim["status"]["allocation"]["devices"]["results"][0];
+    assert_eq!(result["driver"], DRIVER, "{claim:#}");
+    assert_eq!(result["pool"], real.node.name.as_str(), "{claim:#}");
+    let device = result["device"].as_str().unwrap().to_owned();
+    let seen = seen(&output);
+    assert_eq!(loops(&seen), [device.clone()], "{output:#?}");
+    assert_eq!(
+        seen.env.get("LOOP_VISIBLE_DEVICES"),
+        Some(&device),
+        "{output:#?}"
+    );
+    device
 }
 
 /// DRA: the real kubelet's DRA manager registers the host's driver through
 /// the plugin watcher; the real scheduler allocates a claim on the host's
 /// slice; the kubelet calls NodePrepareResources and the container starts
-/// with the device of the CDI spec the host wrote; deleting the pod
-/// unprepares it (the spec is removed).
+/// with the device of the CDI spec the host wrote. The kubelet restarted
+/// with the pod running (registered again, the container kept), the host
+/// restarted (registered again, a second claim prepared by the new
+/// process), and deleting the pods unprepares both claims (their specs are
+/// removed).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the upstream control plane: bash tests/cluster/run.sh"]
 async fn a_real_kubelet_starts_pods_with_the_cdi_devices_of_their_claims() {
@@ -968,7 +1098,12 @@ async fn a_real_kubelet_starts_pods_with_the_cdi_devices_of_their_claims() {
     deploy(&plane, "kustomize-overlays-dra.pypi-1.37.yaml").await;
     plane.admin_service_account("default", "default").await;
     plane.start_scheduler();
-    let mut real = RealNode::start(&plane, "kubelet-dra", &[("loop-dra.toml", &loop_dra_config())]).await;
+    let mut real = RealNode::start(
+        &plane,
+        "kubelet-dra",
+        &[("loop-dra.toml", &loop_dra_config())],
+    )
+    .await;
     real.start_host(&plane).await;
     let scratch = real.node.tmp.path().to_owned();
     let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
@@ -988,36 +1123,79 @@ async fn a_real_kubelet_starts_pods_with_the_cdi_devices_of_their_claims() {
     let mut pod = workload_pod("claimed", "kubelet-dra", json!({}), &[("loop", "loop")]);
     // The scheduler allocates the claim and binds the pod.
     pod.spec.as_mut().unwrap().node_name = None;
-    pod.spec.as_mut().unwrap().node_selector =
-        Some([("kubernetes.io/hostname".to_owned(), "kubelet-dra".to_owned())].into());
+    pod.spec.as_mut().unwrap().node_selector = Some(
+        [(
+            "kubernetes.io/hostname".to_owned(),
+            "kubelet-dra".to_owned(),
+        )]
+        .into(),
+    );
     create_pod(&plane, &pod).await;
-    let (output, _) = real.wait_output(&plane, "claimed").await;
-    let claim: Value = serde_json::from_str(&plane.kubectl(&[
-        "get", "-o", "json", "resourceclaim", "-n", "default", "loop",
-    ]))
-    .unwrap();
-    let result = &claim["status"]["allocation"]["devices"]["results"][0];
-    assert_eq!(result["driver"], DRIVER, "{claim:#}");
-    let device = result["device"].as_str().unwrap();
-    let seen = seen(&output);
-    assert_eq!(loops(&seen), [device.to_owned()], "{output:#?}");
-    assert_eq!(seen.env.get("LOOP_VISIBLE_DEVICES").map(String::as_str), Some(device), "{output:#?}");
-    let specs = || -> Vec<PathBuf> {
-        std::fs::read_dir(real.node.cdi())
+    let first = claimed_device(&mut real, &plane, "claimed", "loop").await;
+    let cdi = real.node.cdi();
+    let specs = move || -> Vec<PathBuf> {
+        std::fs::read_dir(&cdi)
             .map(|e| e.map(|e| e.unwrap().path()).collect())
             .unwrap_or_default()
     };
-    assert!(!specs().is_empty(), "no CDI spec written");
+    assert_eq!(specs().len(), 1, "one CDI spec per prepared claim");
 
-    // The pod deleted: the kubelet unprepares the claim and the host
-    // removes the claim's CDI spec.
-    Api::<Pod>::namespaced(plane.admin.clone(), "default")
-        .delete("claimed", &DeleteParams::default())
-        .await
-        .unwrap();
+    // The kubelet restarted with the pod running: its plugin watcher
+    // registers the driver again and the pod keeps its container.
+    let before = real.registrations();
+    real.kubelet.stop();
+    real.kubelet.run();
+    real.wait_ready(&plane).await;
+    real.wait_registrations(before + 1).await;
+    real.wait_pod(&plane, "claimed", running_unrestarted).await;
+
+    // The host restarted: it registers again, and the new process
+    // prepares a second claim on another device.
+    real.host.as_mut().unwrap().terminate().await;
+    real.start_host(&plane).await;
+    real.wait_registrations(1).await;
+    let second = json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "loop-2", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "loop", "exactly": {"deviceClassName": DRIVER}}]}},
+    });
+    std::fs::write(scratch.join("claim-2.json"), second.to_string()).unwrap();
+    plane.kubectl(&[
+        "apply",
+        "-f",
+        scratch.join("claim-2.json").to_str().unwrap(),
+    ]);
+    let mut pod = workload_pod("claimed-2", "kubelet-dra", json!({}), &[("loop", "loop-2")]);
+    pod.spec.as_mut().unwrap().node_name = None;
+    pod.spec.as_mut().unwrap().node_selector = Some(
+        [(
+            "kubernetes.io/hostname".to_owned(),
+            "kubelet-dra".to_owned(),
+        )]
+        .into(),
+    );
+    create_pod(&plane, &pod).await;
+    let other = claimed_device(&mut real, &plane, "claimed-2", "loop-2").await;
+    assert_ne!(first, other);
+    assert_eq!(specs().len(), 2, "{:?}", specs());
+
+    // The pods deleted: the kubelet unprepares their claims (the first
+    // through the checkpoint the earlier process left) and the host
+    // removes each claim's CDI spec.
+    for name in ["claimed", "claimed-2"] {
+        Api::<Pod>::namespaced(plane.admin.clone(), "default")
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
     let started = Instant::now();
     while !specs().is_empty() {
-        assert!(started.elapsed() < SLOW, "CDI specs left: {:?}\n{}", specs(), real.logs());
+        assert!(
+            started.elapsed() < SLOW,
+            "CDI specs left: {:?}\n{}",
+            specs(),
+            real.logs()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(real.host().problems().is_empty(), "{}", real.host().log());
