@@ -463,10 +463,6 @@ fileCheckFrequency: 5s
         drop(self.daemon.take());
     }
 
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("kubelet.log")).unwrap_or_default()
-    }
-
     fn tail(&self) -> String {
         self.daemon
             .as_ref()
@@ -1074,7 +1070,7 @@ async fn claimed_device(
     assert_eq!(result["pool"], real.node.name.as_str(), "{claim:#}");
     let device = result["device"].as_str().unwrap().to_owned();
     let seen = seen(&output);
-    assert_eq!(loops(&seen), [device.clone()], "{output:#?}");
+    assert_eq!(loops(&seen), std::slice::from_ref(&device), "{output:#?}");
     assert_eq!(
         seen.env.get("LOOP_VISIBLE_DEVICES"),
         Some(&device),
