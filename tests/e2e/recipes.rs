@@ -459,7 +459,7 @@ async fn vfio_recipe_hands_out_whole_iommu_groups_with_the_container_node() {
     // X710 PF on i40e is not passthrough material.
     assert_eq!(ids, ["iommu-group-30", "iommu-group-33"]);
     check_cdi_spec(&world, VFIO, &ids, vfio_nodes, &["/dev/vfio/vfio"]);
-    admit_and_check(
+    let admission = admit_and_check(
         &kubelet,
         VFIO,
         2,
@@ -468,6 +468,13 @@ async fn vfio_recipe_hands_out_whole_iommu_groups_with_the_container_node() {
         &["/dev/vfio/vfio"],
     )
     .await;
+    // What KubeVirt's device-plugin path reads: every function of the
+    // groups granted (the GPU and its audio function are group 30).
+    let mut addresses: Vec<&str> = admission.response.envs["PCI_RESOURCE_EXAMPLE_COM_VFIO"]
+        .split(',')
+        .collect();
+    addresses.sort_unstable();
+    assert_eq!(addresses, ["0000:17:00.0", "0000:17:00.1", "0000:3d:02.0"]);
 
     // A function of the group leaving vfio-pci makes the group Unhealthy:
     // a VM could no longer take it whole.

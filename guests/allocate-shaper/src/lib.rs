@@ -13,11 +13,20 @@
 //! (the `nvidia.uuid` attribute, `GPU-…`). A device lacking the attribute
 //! asked for is an error naming it.
 //!
+//! The config key `pci-resource` (a resource name, e.g. `example.com/vfio`)
+//! also adds what KubeVirt reads from a device plugin that passes PCI
+//! devices through: `PCI_RESOURCE_<NAME>` (the name upper-cased, `.`, `/`
+//! and `-` as `_`) listing the PCI addresses of every granted device, from
+//! its `pci.addresses` attribute (what `iommu-group` publishes: the
+//! functions of the group), comma-separated. A device without the
+//! attribute is an error naming it.
+//!
 //! ```toml
 //! [guest-config]
 //! env-prefix = "NVIDIA"
 //! cdi-kind = "example.com/gpu"
 //! visible-devices = "uuid"
+//! # pci-resource = "example.com/vfio"   # PCI_RESOURCE_EXAMPLE_COM_VFIO
 //! ```
 
 use wdp_guest_sdk::{Allocate, ContainerResponse, DeviceRef};
@@ -91,6 +100,16 @@ impl Allocate for AllocateShaper {
         response.annotations.retain(|(key, _)| key != ANNOTATION);
         response.annotations.push((ANNOTATION.to_string(), list));
 
+        if let Some(resource) = config
+            .get("pci-resource")
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+        {
+            let (name, addresses) = pci_resource_env(resource, &ids, &devices)?;
+            response.envs.retain(|(key, _)| *key != name);
+            response.envs.push((name, addresses));
+        }
+
         if let Some(kind) = config
             .get("cdi-kind")
             .map(str::trim)
@@ -106,6 +125,39 @@ impl Allocate for AllocateShaper {
         }
         Ok(response)
     }
+}
+
+/// KubeVirt's `PCI_RESOURCE_<NAME>` for `resource` and the PCI addresses
+/// of the devices `ids` (their `pci.addresses`, in request order).
+fn pci_resource_env(
+    resource: &str,
+    ids: &[&str],
+    devices: &[DeviceRef],
+) -> Result<(String, String), String> {
+    if !resource
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '-' | '_'))
+    {
+        return Err(format!(
+            "guest-config pci-resource {resource:?} is not a resource name"
+        ));
+    }
+    let name: String = resource
+        .chars()
+        .map(|c| match c {
+            '.' | '/' | '-' => '_',
+            c => c.to_ascii_uppercase(),
+        })
+        .collect();
+    let mut addresses: Vec<&str> = Vec::new();
+    for id in ids {
+        let device = devices.iter().find(|d| d.device_id == *id);
+        let listed = device.and_then(|d| d.attr("pci.addresses")).ok_or_else(|| {
+            format!("device {id} has no pci.addresses attribute for pci-resource")
+        })?;
+        addresses.extend(listed.split(',').filter(|a| !a.is_empty()));
+    }
+    Ok((format!("PCI_RESOURCE_{name}"), addresses.join(",")))
 }
 
 wdp_guest_sdk::export_allocate!(AllocateShaper);
