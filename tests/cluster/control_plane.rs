@@ -23,6 +23,14 @@ pub const STARTUP: Duration = Duration::from_secs(120);
 /// (group `system:masters`); the host never uses it.
 const ADMIN_TOKEN: &str = "wdp-cluster-admin-token";
 
+/// The nodes a real kubelet runs as (tier 3): each has a token of its own.
+pub const KUBELET_NODES: [&str; 2] = ["kubelet-dp", "kubelet-dra"];
+
+/// The static token of node `node`'s kubelet.
+fn node_token(node: &str) -> String {
+    format!("wdp-cluster-node-{node}")
+}
+
 /// The `wdp-cluster` binary: `WDP_CLUSTER_BIN`, set by `run.sh`.
 fn program() -> PathBuf {
     PathBuf::from(std::env::var("WDP_CLUSTER_BIN").expect(
@@ -137,11 +145,17 @@ impl ControlPlane {
             .status()
             .unwrap();
         assert!(status.success(), "writing the service-account key");
-        std::fs::write(
-            path.join("tokens.csv"),
-            format!("{ADMIN_TOKEN},wdp-admin,wdp-admin,\"system:masters\"\n"),
-        )
-        .unwrap();
+        // The administrator, and one node identity per real kubelet the
+        // tests run (`system:node:<name>` in `system:nodes`: the Node
+        // authorizer and NodeRestriction judge it as they judge a node).
+        let mut tokens = format!("{ADMIN_TOKEN},wdp-admin,wdp-admin,\"system:masters\"\n");
+        for node in KUBELET_NODES {
+            tokens.push_str(&format!(
+                "{},system:node:{node},system:node:{node},\"system:nodes\"\n",
+                node_token(node)
+            ));
+        }
+        std::fs::write(path.join("tokens.csv"), tokens).unwrap();
         // Every request, with who made it and its answer's code.
         std::fs::write(
             path.join("audit-policy.yaml"),
@@ -302,6 +316,23 @@ impl ControlPlane {
             .map(Component::log_tail)
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// A kubeconfig for the kubelet of node `node` (one of
+    /// [`KUBELET_NODES`]): the node's own identity, `system:node:<node>`.
+    pub fn node_kubeconfig(&self, node: &str) -> PathBuf {
+        assert!(
+            KUBELET_NODES.contains(&node),
+            "no token for node {node}: add it to KUBELET_NODES"
+        );
+        let path = self.dir.path().join(format!("node-{node}.kubeconfig"));
+        write_kubeconfig(
+            &path,
+            self.port,
+            &self.dir.path().join("pki/apiserver.crt"),
+            &node_token(node),
+        );
+        path
     }
 
     /// Runs kubectl (`WDP_KUBECTL`, the deploy tools' kubectl 1.37) as the

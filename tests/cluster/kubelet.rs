@@ -430,7 +430,7 @@ fileCheckFrequency: 5s
         std::fs::write(dir.join("kubelet.yaml"), config).unwrap();
         let args = vec![
             format!("--config={}", dir.join("kubelet.yaml").display()),
-            format!("--kubeconfig={}", plane.admin_kubeconfig().display()),
+            format!("--kubeconfig={}", plane.node_kubeconfig(node).display()),
             format!("--root-dir={}", root.display()),
             format!("--cert-dir={}", dir.join("pki").display()),
             format!("--hostname-override={node}"),

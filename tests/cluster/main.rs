@@ -1,7 +1,9 @@
 //! The host against the upstream Kubernetes control plane, built from its Go
 //! modules (`tests/cluster/README.md`): tier 1, the real kube-apiserver
 //! (validation, RBAC, watches, restarts); tier 2, the real kube-scheduler
-//! and kube-controller-manager allocating claims on the host's slices.
+//! and kube-controller-manager allocating claims on the host's slices;
+//! tier 3, a real kubelet with containerd and runc starting pods with what
+//! the host granted.
 //!
 //! Every test here is ignored in the ordinary run (`cargo nextest run
 //! --workspace` builds them but has no control plane to run them against);
@@ -10,5 +12,6 @@
 mod api_server;
 mod control_plane;
 mod handovers;
+mod kubelet;
 mod node;
 mod scheduler;
