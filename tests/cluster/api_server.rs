@@ -118,7 +118,7 @@ pub async fn wait_published(
 
 /// What `test` says the host publishes: the device names, and the slice
 /// count on a 1.35+ server.
-fn layout(node: &Node) -> (BTreeSet<String>, usize) {
+pub fn layout(node: &Node) -> (BTreeSet<String>, usize) {
     let out = node.test_output();
     let devices = out
         .lines()

@@ -93,21 +93,26 @@ impl Component {
     }
 
     fn stop(&mut self) {
-        if self.child.try_wait().unwrap().is_none() {
-            let pid = self.child.id();
-            // SIGTERM first: etcd and the API server close their stores.
-            let _ = Command::new("kill").arg(pid.to_string()).status();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if self.child.try_wait().unwrap().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
+        // SIGTERM first: etcd and the API server close their stores.
+        terminate(&mut self.child, Duration::from_secs(20));
     }
+}
+
+/// Stops `child`: SIGTERM, up to `grace` for it to exit (polled: a child's
+/// exit has no awaitable event in std), then SIGKILL; reaps it.
+pub fn terminate(child: &mut Child, grace: Duration) {
+    if child.try_wait().unwrap().is_none() {
+        let _ = Command::new("kill").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if child.try_wait().unwrap().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+    }
+    let _ = child.wait();
 }
 
 impl Drop for Component {
@@ -338,16 +343,7 @@ impl ControlPlane {
     /// Runs kubectl (`WDP_KUBECTL`, the deploy tools' kubectl 1.37) as the
     /// administrator; panics with its output when it fails.
     pub fn kubectl(&self, args: &[&str]) -> String {
-        let kubectl = std::env::var("WDP_KUBECTL")
-            .expect("WDP_KUBECTL names kubectl: run these tests with tests/cluster/run.sh");
-        let output = Command::new(kubectl)
-            .arg(format!(
-                "--kubeconfig={}",
-                self.admin_kubeconfig().display()
-            ))
-            .args(args)
-            .output()
-            .unwrap();
+        let output = self.run_kubectl(args);
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&output.stdout),
@@ -360,17 +356,20 @@ impl ControlPlane {
     /// Runs kubectl as [`kubectl`](Self::kubectl) does, whatever its exit
     /// status; returns its standard output.
     pub fn kubectl_status(&self, args: &[&str]) -> String {
+        String::from_utf8_lossy(&self.run_kubectl(args).stdout).into_owned()
+    }
+
+    fn run_kubectl(&self, args: &[&str]) -> std::process::Output {
         let kubectl = std::env::var("WDP_KUBECTL")
             .expect("WDP_KUBECTL names kubectl: run these tests with tests/cluster/run.sh");
-        let output = Command::new(kubectl)
+        Command::new(kubectl)
             .arg(format!(
                 "--kubeconfig={}",
                 self.admin_kubeconfig().display()
             ))
             .args(args)
             .output()
-            .unwrap();
-        String::from_utf8_lossy(&output.stdout).into_owned()
+            .unwrap()
     }
 
     /// A kubeconfig authenticating as ServiceAccount `namespace/name`

@@ -32,7 +32,7 @@ use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::api_server::{deploy, host_kubeconfig};
-use crate::control_plane::{ControlPlane, free_port};
+use crate::control_plane::{ControlPlane, free_port, terminate};
 use crate::node::{HostProcess, Node};
 
 /// The device-plugin resource: the node's loop devices 0 to 3.
@@ -155,20 +155,7 @@ impl Daemon {
     }
 
     fn stop(&mut self) {
-        if self.child.try_wait().unwrap().is_none() {
-            let _ = Command::new("kill")
-                .arg(self.child.id().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if self.child.try_wait().unwrap().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
+        terminate(&mut self.child, Duration::from_secs(30));
     }
 }
 

@@ -12,7 +12,7 @@ use tempfile::TempDir;
 
 /// The repository's root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    wdp_test_support::fixtures::repo_root()
 }
 
 /// A node's folders: `root/` (its `/`), `config/`, the kubelet's folders
@@ -49,14 +49,7 @@ impl Node {
     /// A node whose root is a copy of `tests/fixtures/<fixture>`.
     pub fn from_fixture(name: &str, fixture: &str) -> Self {
         let node = Self::new(name);
-        let source = repo().join("tests/fixtures").join(fixture).join(".");
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(source)
-            .arg(node.root())
-            .status()
-            .unwrap();
-        assert!(status.success(), "copying fixture {fixture}");
+        wdp_test_support::fixtures::copy_fixture(fixture, &node.root());
         node
     }
 
@@ -82,9 +75,7 @@ impl Node {
 
     /// An empty file standing for a device node (`/dev/loop4`, say).
     pub fn add_device_node(&self, path: &str) {
-        let file = self.root().join(path.trim_start_matches('/'));
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(file, b"").unwrap();
+        wdp_test_support::fixtures::write_under_root(&self.root(), path, b"");
     }
 
     /// Copies the TOML files of `config_dir` (relative to the repository)

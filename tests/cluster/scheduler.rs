@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use wdp_kubelet_sim::{ClaimRef, DraSimOptions, SimDraKubelet};
 
 use crate::api_server::{
-    LONG, create_node, deploy, device_names, host_kubeconfig, slices, wait_published,
+    LONG, create_node, deploy, device_names, host_kubeconfig, layout, slices, wait_published,
 };
 use crate::control_plane::ControlPlane;
 use crate::node::{HostProcess, Node};
@@ -60,14 +60,7 @@ impl GpuNode {
             .unwrap();
         let kubeconfig = host_kubeconfig(plane, "wasm-device-plugin", name).await;
         let host = node.spawn_host(&kubeconfig, &[]);
-        let out = node.test_output();
-        let devices = out
-            .lines()
-            .filter_map(|line| line.trim_start().strip_prefix("device "))
-            .filter_map(|rest| rest.split_once(':'))
-            .filter(|(name, _)| !name.contains(' '))
-            .map(|(name, _)| name.to_owned())
-            .collect();
+        let (devices, _) = layout(&node);
         wait_published(plane, &host, name, DRIVER, &devices).await;
         Self {
             node,
