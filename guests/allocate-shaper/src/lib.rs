@@ -152,9 +152,11 @@ fn pci_resource_env(
     let mut addresses: Vec<&str> = Vec::new();
     for id in ids {
         let device = devices.iter().find(|d| d.device_id == *id);
-        let listed = device.and_then(|d| d.attr("pci.addresses")).ok_or_else(|| {
-            format!("device {id} has no pci.addresses attribute for pci-resource")
-        })?;
+        let listed = device
+            .and_then(|d| d.attr("pci.addresses"))
+            .ok_or_else(|| {
+                format!("device {id} has no pci.addresses attribute for pci-resource")
+            })?;
         addresses.extend(listed.split(',').filter(|a| !a.is_empty()));
     }
     Ok((format!("PCI_RESOURCE_{name}"), addresses.join(",")))
