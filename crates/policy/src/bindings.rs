@@ -6,9 +6,9 @@ wasmtime::component::bindgen!({
     inline: "
         package wdp:host;
         world imports {
-            import wasm-device-plugin:policy/host@0.1.2;
-            import wasm-device-plugin:policy/hardware@0.1.2;
-            import wasm-device-plugin:policy/claim@0.1.2;
+            import wasm-device-plugin:policy/host@0.1.3;
+            import wasm-device-plugin:policy/hardware@0.1.3;
+            import wasm-device-plugin:policy/claim@0.1.3;
         }
     ",
     path: "../../wit",
@@ -41,7 +41,7 @@ pub mod wit_types {
         D: HostWithStore<T>,
         T: 'static,
     {
-        linker.instance("wasm-device-plugin:policy/types@0.1.2")?;
+        linker.instance("wasm-device-plugin:policy/types@0.1.3")?;
         Ok(())
     }
 }

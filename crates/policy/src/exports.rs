@@ -12,7 +12,7 @@ use crate::indexed_export;
 /// The WIT package version this host implements (guests built against any
 /// `0.1.x` load: 0.1.0 and 0.1.1 guests unchanged, later 0.1 patches by
 /// semver).
-pub const WIT_VERSION: &str = "0.1.2";
+pub const WIT_VERSION: &str = "0.1.3";
 
 /// The WIT package every hook belongs to.
 const PACKAGE: &str = "wasm-device-plugin:policy";
