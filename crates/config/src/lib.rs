@@ -30,6 +30,7 @@ mod error;
 pub mod limits;
 mod load;
 mod model;
+mod passthrough;
 mod schema;
 mod serving;
 pub mod sets;
@@ -39,6 +40,7 @@ mod validate;
 pub use error::ConfigError;
 pub use load::{load_dir, load_host_settings, load_set, read_config_file};
 pub use model::{ConfigSet, HookBinding, ResourceConfig};
+pub use passthrough::{BIND_TIMEOUT_MS, DEFAULT_BIND_TIMEOUT, Passthrough};
 pub use schema::{
     CONFIG_VERSION, CdiEdits, CdiHook, CdiMode, CdiMount, ConfigSetsSettings, DEFAULT_SET_LABEL,
     GuestSignatures, HOST_FILE, HookConfig, HookDefaults, HostSettings, OnError, ServingApi,

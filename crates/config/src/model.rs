@@ -91,6 +91,11 @@ pub struct ResourceConfig {
     pub cdi_edits: CdiEdits,
     /// Which kubelet API serves the resource.
     pub api: ServingApi,
+    /// Whether a DRA resource writes each prepared claim's device metadata
+    /// files (KEP-5304) and mounts them into its containers
+    /// (`device-metadata`, on by default); `false` on a device-plugin
+    /// resource.
+    pub device_metadata: bool,
     /// The DRA driver name (a DNS subdomain); set exactly when `api` is
     /// [`ServingApi::Dra`].
     pub driver: Option<String>,
@@ -98,6 +103,9 @@ pub struct ResourceConfig {
     /// resource's pool (`publish-interval-ms`); the default on a
     /// device-plugin resource, which publishes no slices.
     pub publish_interval: Duration,
+    /// `[passthrough]`: the kernel driver a DRA resource binds prepared
+    /// devices to, when it binds on demand.
+    pub passthrough: Option<super::passthrough::Passthrough>,
 }
 
 impl ConfigSet {

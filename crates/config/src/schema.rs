@@ -251,6 +251,9 @@ pub(super) struct RawResource {
     /// by name instead of as a type error.
     #[serde(default)]
     pub(super) publish_interval_ms: Option<i64>,
+    /// `device-metadata`: DRA only; unset is on.
+    #[serde(default)]
+    pub(super) device_metadata: Option<bool>,
     #[serde(default = "default_permissions")]
     pub(super) permissions: String,
     #[serde(default)]
@@ -277,6 +280,9 @@ pub(super) struct RawResource {
     pub(super) grant_admin_nodes: Vec<String>,
     #[serde(default)]
     pub(super) guest_signatures: GuestSignatures,
+    /// `[passthrough]`: bind prepared devices to another kernel driver.
+    #[serde(default)]
+    pub(super) passthrough: Option<super::passthrough::RawPassthrough>,
 }
 
 /// `[[nodes]]`: device nodes by path or glob, each match one device.

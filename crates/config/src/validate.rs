@@ -16,7 +16,7 @@ use super::schema::{
     CONFIG_VERSION, CdiEdits, CdiMode, CompanionEntry, HOST_FILE, HostSettings, NodeEntry,
     RawHooks, RawResource, ServingApi, parse,
 };
-use super::serving::{check_serving_api, publish_interval};
+use super::serving::{check_serving_api, device_metadata, publish_interval};
 use super::socket::{default_socket_name, validate_socket_name};
 use crate::limits::MAX_DEVICES_PER_RESOURCE;
 
@@ -52,7 +52,9 @@ pub fn parse_resource(
     validate_resource_name(&raw.resource).map_err(|p| ConfigError::invalid(file, "resource", p))?;
     let driver = check_serving_api(file, &raw)?;
     let publish_interval = publish_interval(file, &raw)?;
+    let passthrough = super::passthrough::passthrough(file, &raw)?;
     let socket = socket_name(file, &raw)?;
+    let device_metadata = device_metadata(file, &raw)?;
     if raw.permissions.is_empty() || !raw.permissions.chars().all(|c| "rwm".contains(c)) {
         return Err(ConfigError::invalid(
             file,
@@ -110,9 +112,11 @@ pub fn parse_resource(
         admin_grants,
         cdi: raw.cdi,
         cdi_edits: raw.cdi_edits,
+        device_metadata,
         api: raw.api,
         driver,
         publish_interval,
+        passthrough,
     })
 }
 

@@ -38,6 +38,22 @@ pub struct DraDevice {
     /// for a whole device. Not published: when the cluster cannot take
     /// partitions, the publisher leaves out the devices that have it.
     pub partition_of: Option<String>,
+    /// Conditions the scheduler waits for, in the claim's device status,
+    /// before it binds a pod allocated this device (`bindingConditions`,
+    /// KEP-5007): the driver has to do something first, such as binding
+    /// the device to another kernel driver. Empty for most devices.
+    pub binding: Option<BindingConditions>,
+}
+
+/// What a device with binding conditions publishes: the conditions that
+/// must all be `True` before the pod is bound, and those of which any
+/// `True` fails the allocation (the scheduler then tries again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingConditions {
+    /// `bindingConditions`: at most 4 condition types.
+    pub ready: Vec<String>,
+    /// `bindingFailureConditions`: at most 4 condition types.
+    pub failed: Vec<String>,
 }
 
 impl DraDevice {
@@ -51,6 +67,7 @@ impl DraDevice {
             capacity: BTreeMap::new(),
             allow_multiple_allocations: false,
             partition_of: None,
+            binding: None,
         }
     }
 

@@ -21,6 +21,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod capacity;
+mod claim_watch;
 mod client;
 mod counters;
 mod device;
@@ -38,10 +39,11 @@ mod validate;
 mod version;
 
 pub use capacity::MAX_CAPACITY_VALID_VALUES;
+pub use claim_watch::{ClaimEvent, watch_claims};
 pub use client::{client, get_claim, install_tls_provider};
 pub use device::{
-    AttributeValue, Capacity, CapacityPolicy, CapacityRange, CounterConsumption, DeviceTaint,
-    DraDevice, TaintEffect, UnknownTaintEffect,
+    AttributeValue, BindingConditions, Capacity, CapacityPolicy, CapacityRange, CounterConsumption,
+    DeviceTaint, DraDevice, TaintEffect, UnknownTaintEffect,
 };
 pub use device_status::{
     MAX_DEVICE_STATUS_CONDITIONS, MAX_DEVICE_STATUS_DATA_LEN, MAX_HARDWARE_ADDRESS_LEN,

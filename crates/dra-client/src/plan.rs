@@ -361,6 +361,8 @@ fn api_device(driver: &str, device: &DraDevice) -> Device {
         consumes_counters: (!consumes_counters.is_empty()).then_some(consumes_counters),
         allow_multiple_allocations: device.allow_multiple_allocations.then_some(true),
         taints: (!taints.is_empty()).then_some(taints),
+        binding_conditions: device.binding.as_ref().map(|b| b.ready.clone()),
+        binding_failure_conditions: device.binding.as_ref().map(|b| b.failed.clone()),
         ..Device::default()
     }
 }
