@@ -30,6 +30,7 @@ EXAMPLES=(
   pre-start-check
   iommu-group
   gpu-partitions
+  vfio-guard
 )
 
 sysroot="$(rustc --print sysroot)"

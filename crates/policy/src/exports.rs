@@ -1,5 +1,5 @@
 //! Which exports of a component are hooks: every export must be a hook
-//! (any of [`Hook::ALL`], the DRA hooks of 0.1.2 included, at any 0.1.x)
+//! (any of [`Hook::ALL`], the hooks of 0.1.2 and 0.1.3 included, at any 0.1.x)
 //! (or the by-index companion of `preferred-allocation`) of
 //! `wasm-device-plugin:policy` at a version compatible with the one this
 //! host implements ([`WIT_VERSION`]); exports language toolchains add on
@@ -10,7 +10,7 @@ use crate::hook::Hook;
 use crate::indexed_export;
 
 /// The WIT package version this host implements (guests built against any
-/// `0.1.x` load: 0.1.0 and 0.1.1 guests unchanged, later 0.1 patches by
+/// `0.1.x` load: 0.1.0 to 0.1.2 guests unchanged, later 0.1 patches by
 /// semver).
 pub const WIT_VERSION: &str = "0.1.3";
 

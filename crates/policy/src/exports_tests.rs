@@ -7,8 +7,10 @@ fn the_dra_hooks_are_accepted_at_any_0_1_version() {
         Hook::DraPrepare,
         Hook::DraUnprepare,
         Hook::DeviceTaints,
+        Hook::DeviceTaintsV2,
+        Hook::Passthrough,
     ] {
-        for version in ["0.1.0", "0.1.2", "0.1.9"] {
+        for version in ["0.1.0", "0.1.2", "0.1.3", "0.1.9"] {
             let export = format!("{PACKAGE}/{hook}@{version}");
             assert!(
                 matches!(classify_export("g", &export), Ok(Exported::Hook(h)) if h == hook),
@@ -66,22 +68,42 @@ fn world_exports(wit: &str) -> std::collections::BTreeMap<String, Vec<String>> {
 }
 
 #[test]
-fn every_world_of_the_previous_wit_release_keeps_its_exports() {
+fn every_world_of_the_earlier_wit_releases_keeps_its_exports() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
-    // wasm-device-plugin:policy@0.1.1, as the compat guest keeps it.
-    let previous = world_exports(&read("guests/compat/previous-patch/wit/policy.wit"));
     let now = world_exports(&read("wit/policy.wit"));
-    assert!(
-        previous.contains_key("all-hooks") && previous.len() >= 7,
-        "{previous:?}"
-    );
-    for (world, exports) in &previous {
-        assert_eq!(
-            now.get(world),
-            Some(exports),
-            "world `{world}` of the previous WIT release changed its exports: guests written against it no longer compile"
+    // wasm-device-plugin:policy@0.1.1 and @0.1.2, as the compat guests
+    // keep them.
+    for (release, file, worlds) in [
+        ("0.1.1", "guests/compat/previous-patch/wit/policy.wit", 7),
+        ("0.1.2", "guests/compat/taints-0-1-2/wit/policy.wit", 11),
+    ] {
+        let text = read(file);
+        assert!(
+            text.contains(&format!("package wasm-device-plugin:policy@{release};")),
+            "{file} is not the {release} release"
         );
+        let previous = world_exports(&text);
+        assert!(
+            previous.contains_key("all-hooks") && previous.len() >= worlds,
+            "{release}: {previous:?}"
+        );
+        for (world, exports) in &previous {
+            assert_eq!(
+                now.get(world),
+                Some(exports),
+                "world `{world}` of the {release} WIT release changed its exports: guests written against it no longer compile"
+            );
+        }
     }
     assert_eq!(now["all-hooks-dra"].len(), now["all-hooks"].len() + 4);
+    // 0.1.3: each new hook in a world of its own, and both in the new
+    // aggregate world.
+    for (world, export) in [
+        ("device-taints-v2-guest", "device-taints-v2"),
+        ("passthrough-guest", "passthrough"),
+    ] {
+        assert_eq!(now[world], [export], "{world}");
+    }
+    assert_eq!(now["all-hooks-v2"].len(), now["all-hooks-dra"].len() + 2);
 }

@@ -17,8 +17,8 @@ use crate::observer::CallEvent;
 use crate::prepared::Prepared;
 use crate::shared::Shared;
 use crate::types::{
-    Candidate, ClaimDevice, ContainerResponse, Device, DeviceFacts, DeviceRef, DeviceStatus,
-    Layout, PreferredRequest, Tainted, Verdict,
+    BindRequest, Candidate, ClaimDevice, ContainerResponse, Device, DeviceFacts, DeviceRef,
+    DeviceStatus, Layout, PreferredRequest, Tainted, TaintedV2, Verdict,
 };
 use crate::warm::{InstanceStats, WarmInstance, WarmPool};
 
@@ -200,11 +200,63 @@ impl Guest {
         self.call::<(&[DeviceFacts],), Vec<Tainted>>(ctx, Hook::DeviceTaints, (devices,))
     }
 
+    /// `device-taints-v2.taints` (WIT 0.1.3): taints for (some of) the
+    /// devices beyond the health taint, the `none` effect and up to 16 a
+    /// device allowed (unvalidated).
+    pub fn device_taints_v2(
+        &self,
+        ctx: &CallContext,
+        devices: &[DeviceFacts],
+    ) -> Result<Vec<TaintedV2>, CallError> {
+        self.call::<(&[DeviceFacts],), Vec<TaintedV2>>(ctx, Hook::DeviceTaintsV2, (devices,))
+    }
+
+    /// The taint hook this guest answers: `device-taints-v2` when it
+    /// exports it (even beside `device-taints`, which is then never
+    /// called), else `device-taints`, else `None`.
+    pub fn taint_hook(&self) -> Option<Hook> {
+        [Hook::DeviceTaintsV2, Hook::DeviceTaints]
+            .into_iter()
+            .find(|hook| self.exports(*hook))
+    }
+
+    /// The guest's taints through its [`Guest::taint_hook`], as WIT 0.1.3
+    /// records (a `device-taints` answer converted; unvalidated).
+    pub fn taints(
+        &self,
+        ctx: &CallContext,
+        devices: &[DeviceFacts],
+    ) -> Result<Vec<TaintedV2>, CallError> {
+        match self.taint_hook() {
+            Some(Hook::DeviceTaints) => Ok(self
+                .device_taints(ctx, devices)?
+                .into_iter()
+                .map(Into::into)
+                .collect()),
+            _ => self.device_taints_v2(ctx, devices),
+        }
+    }
+
+    /// Whether the guest serves `hook` when a resource binds it there:
+    /// it exports the hook or, for `device-taints`, `device-taints-v2`.
+    pub fn serves(&self, hook: Hook) -> bool {
+        self.exports(hook) || (hook == Hook::DeviceTaints && self.exports(Hook::DeviceTaintsV2))
+    }
+
+    /// `passthrough.may-bind` (WIT 0.1.3): ok to bind the request's
+    /// functions to its driver, or the guest's refusal as
+    /// [`CallError::GuestError`] (its message the reason).
+    pub fn may_bind(&self, ctx: &CallContext, request: &BindRequest) -> Result<(), CallError> {
+        self.call::<(&BindRequest,), ()>(ctx, Hook::Passthrough, (request,))
+    }
+
     /// Calls every exported hook once with empty input (`discover([])`,
     /// `check([])`, `choose` of nothing with size 0, `allocate([], default)`,
     /// `pre-start([])`, `describe([])`, `prepare([])`, `unprepare([])`,
-    /// `taints([])`) under `ctx`'s limits: run it on a freshly loaded
-    /// guest before putting it in service. The first failure is returned.
+    /// `taints([])`, `may-bind` of an empty request) under `ctx`'s limits:
+    /// run it on a freshly loaded guest before putting it in service. The
+    /// first failure is returned; `may-bind` refusing the empty request
+    /// (a guest's `Err`) is no failure, since refusing is its job.
     pub fn smoke_test(&self, ctx: &CallContext) -> Result<(), CallError> {
         for hook in self.hooks() {
             match hook {
@@ -221,6 +273,11 @@ impl Guest {
                 Hook::DraPrepare => self.dra_prepare(ctx, &[]).map(drop)?,
                 Hook::DraUnprepare => self.dra_unprepare(ctx, &[])?,
                 Hook::DeviceTaints => self.device_taints(ctx, &[]).map(drop)?,
+                Hook::DeviceTaintsV2 => self.device_taints_v2(ctx, &[]).map(drop)?,
+                Hook::Passthrough => match self.may_bind(ctx, &BindRequest::default()) {
+                    Ok(()) | Err(CallError::GuestError { .. }) => {}
+                    Err(error) => return Err(error),
+                },
             }
         }
         Ok(())

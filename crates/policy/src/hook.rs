@@ -1,5 +1,6 @@
-//! The nine hooks of the WIT package: the five every resource may use and,
-//! since WIT 0.1.2, the four of resources served through DRA.
+//! The eleven hooks of the WIT package: the five every resource may use,
+//! the four of resources served through DRA added in WIT 0.1.2, and the two
+//! added in 0.1.3 (`device-taints-v2`, `passthrough`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -30,11 +31,18 @@ pub enum Hook {
     /// `device-taints.taints`: devices with facts in, taints out
     /// (WIT 0.1.2).
     DeviceTaints,
+    /// `device-taints-v2.taints`: devices with facts in, taints out, with
+    /// the `none` effect and up to 16 taints a device (WIT 0.1.3); asked
+    /// instead of `device-taints` when a guest exports both.
+    DeviceTaintsV2,
+    /// `passthrough.may-bind`: a bind to another kernel driver in, ok or
+    /// the reason not to out (WIT 0.1.3).
+    Passthrough,
 }
 
 impl Hook {
     /// Every hook, in WIT order.
-    pub const ALL: [Hook; 9] = [
+    pub const ALL: [Hook; 11] = [
         Hook::Discovery,
         Hook::Health,
         Hook::PreferredAllocation,
@@ -44,6 +52,8 @@ impl Hook {
         Hook::DraPrepare,
         Hook::DraUnprepare,
         Hook::DeviceTaints,
+        Hook::DeviceTaintsV2,
+        Hook::Passthrough,
     ];
 
     /// How many hooks there are.
@@ -61,6 +71,8 @@ impl Hook {
             Hook::DraPrepare => "dra-prepare",
             Hook::DraUnprepare => "dra-unprepare",
             Hook::DeviceTaints => "device-taints",
+            Hook::DeviceTaintsV2 => "device-taints-v2",
+            Hook::Passthrough => "passthrough",
         }
     }
 
@@ -75,7 +87,8 @@ impl Hook {
             Hook::DraLayout => "describe",
             Hook::DraPrepare => "prepare",
             Hook::DraUnprepare => "unprepare",
-            Hook::DeviceTaints => "taints",
+            Hook::DeviceTaints | Hook::DeviceTaintsV2 => "taints",
+            Hook::Passthrough => "may-bind",
         }
     }
 
@@ -94,7 +107,8 @@ impl fmt::Display for Hook {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown hook {0:?} (expected one of discovery, health, preferred-allocation, allocate, \
-     pre-start, dra-layout, dra-prepare, dra-unprepare, device-taints)"
+     pre-start, dra-layout, dra-prepare, dra-unprepare, device-taints, device-taints-v2, \
+     passthrough)"
 )]
 pub struct UnknownHook(pub String);
 

@@ -5,13 +5,13 @@
 //! before it starts and, for resources served through DRA, how devices
 //! split into partitions, what preparing a claim creates and undoes, which
 //! taints a device carries) runs as WebAssembly components written against
-//! the WIT package `wasm-device-plugin:policy@0.1.2` (`wit/policy.wit`).
+//! the WIT package `wasm-device-plugin:policy@0.1.3` (`wit/policy.wit`).
 //! This crate hosts them: one [`PolicyEngine`] (a wasmtime engine with the
 //! component model, epoch interruption and the pooling allocator, plus an
 //! epoch ticker thread) loads guests with [`PolicyEngine::load_file`] —
-//! compiled once per content hash, their exports checked against the nine
+//! compiled once per content hash, their exports checked against the eleven
 //! hooks ([`Hook::ALL`]) of a compatible WIT version (any 0.1.x: guests
-//! built against 0.1.0 and 0.1.1 load unchanged), their imports against
+//! built against 0.1.0 to 0.1.2 load unchanged), their imports against
 //! what the host provides, pre-linked once — and every hook call on a
 //! [`Guest`] runs under a deadline and a memory cap ([`CallLimits`]), in a
 //! fresh store or, when the caller names the device-set generation
@@ -28,7 +28,12 @@
 //! capacity: [`Layout`]), [`Guest::dra_prepare`] and
 //! [`Guest::dra_unprepare`] (create and remove what a claim's
 //! [`ClaimDevice`]s need, answering their [`DeviceStatus`]) and
-//! [`Guest::device_taints`] ([`Tainted`]).
+//! [`Guest::device_taints`] ([`Tainted`]); added in WIT 0.1.3,
+//! [`Guest::device_taints_v2`] ([`TaintedV2`]: the `none` effect, up to 16
+//! taints a device; [`Guest::taints`] asks it, or `device-taints` for a
+//! guest without it) and [`Guest::may_bind`] (a guest's say, as a
+//! [`BindRequest`], before the host binds devices to another kernel
+//! driver).
 //!
 //! Guests get the `host` and `hardware` imports (served by the caller's
 //! [`HostServices`]), the `claim` import (the DRA claim of a prepare call,
@@ -93,9 +98,10 @@ pub use indexed::PreferredAnswer;
 pub use observer::{CallEvent, CallObserver};
 pub use services::{HostServices, NoHardware};
 pub use types::{
-    Candidate, CandidateKind, Capacity, CapacityRange, ClaimDevice, ContainerResponse, Counter,
-    CounterConsumption, CounterSet, Device, DeviceCondition, DeviceFacts, DeviceLayout, DeviceNode,
-    DeviceRef, DeviceSpec, DeviceStatus, DeviceTaint, Layout, Mount, NetworkData, NodeType,
-    Partition, PreferredRequest, Quantity, RequestPolicy, TaintEffect, Tainted, Verdict,
+    BindRequest, Candidate, CandidateKind, Capacity, CapacityRange, ClaimDevice, ContainerResponse,
+    Counter, CounterConsumption, CounterSet, Device, DeviceCondition, DeviceFacts, DeviceLayout,
+    DeviceNode, DeviceRef, DeviceSpec, DeviceStatus, DeviceTaint, DeviceTaintV2, Layout, Mount,
+    NetworkData, NodeType, Partition, PciFunction, PreferredRequest, Quantity, RequestPolicy,
+    TaintEffect, TaintEffectV2, Tainted, TaintedV2, Verdict,
 };
 pub use warm::InstanceStats;

@@ -19,8 +19,8 @@ use crate::indexed_export::IndexedExport;
 use crate::services::NoHardware;
 use crate::shared::Shared;
 use crate::types::{
-    Candidate, ClaimDevice, ContainerResponse, Device, DeviceFacts, DeviceRef, DeviceStatus,
-    Layout, PreferredRequest, Tainted, Verdict,
+    BindRequest, Candidate, ClaimDevice, ContainerResponse, Device, DeviceFacts, DeviceRef,
+    DeviceStatus, Layout, PreferredRequest, Tainted, TaintedV2, Verdict,
 };
 
 /// One exported hook: where its function is and under which export name.
@@ -323,6 +323,12 @@ fn typecheck(
             .map(drop),
         Hook::DeviceTaints => instance
             .get_typed_func::<(&[DeviceFacts],), (Result<Vec<Tainted>, String>,)>(store, func)
+            .map(drop),
+        Hook::DeviceTaintsV2 => instance
+            .get_typed_func::<(&[DeviceFacts],), (Result<Vec<TaintedV2>, String>,)>(store, func)
+            .map(drop),
+        Hook::Passthrough => instance
+            .get_typed_func::<(&BindRequest,), (Result<(), String>,)>(store, func)
             .map(drop),
     }
 }

@@ -434,3 +434,111 @@ pub struct Tainted {
     /// At most 4 taints per device, the health taint included.
     pub taints: Vec<DeviceTaint>,
 }
+
+/// `device-taints-v2.taint-effect`: what a taint does, with the `none`
+/// effect of Kubernetes 1.35+ (WIT 0.1.3). The WIT 0.1.2 [`TaintEffect`]
+/// converts into it.
+#[derive(ComponentType, Lift, Lower, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[component(enum)]
+#[repr(u8)]
+pub enum TaintEffectV2 {
+    /// Nothing: the taint only informs (Kubernetes 1.35+).
+    #[component(name = "none")]
+    None,
+    /// No new allocation of the device.
+    #[default]
+    #[component(name = "no-schedule")]
+    NoSchedule,
+    /// No new allocation, and pods using the device are evicted.
+    #[component(name = "no-execute")]
+    NoExecute,
+}
+
+impl From<TaintEffect> for TaintEffectV2 {
+    fn from(effect: TaintEffect) -> Self {
+        match effect {
+            TaintEffect::NoSchedule => TaintEffectV2::NoSchedule,
+            TaintEffect::NoExecute => TaintEffectV2::NoExecute,
+        }
+    }
+}
+
+/// `device-taints-v2.device-taint`: a DRA device taint whose effect may be
+/// `none` (WIT 0.1.3). The WIT 0.1.2 [`DeviceTaint`] converts into it.
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct DeviceTaintV2 {
+    /// A label key, `[prefix/]name`; an unqualified name is qualified with
+    /// the driver's name.
+    pub key: String,
+    /// A label value, possibly empty.
+    pub value: String,
+    /// What the taint does.
+    pub effect: TaintEffectV2,
+}
+
+impl From<DeviceTaint> for DeviceTaintV2 {
+    fn from(taint: DeviceTaint) -> Self {
+        Self {
+            key: taint.key,
+            value: taint.value,
+            effect: taint.effect.into(),
+        }
+    }
+}
+
+/// `device-taints-v2.tainted`: the taints of one device (WIT 0.1.3).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct TaintedV2 {
+    /// A device ID from the input.
+    pub id: String,
+    /// At most 16 taints per device, the health taint included (4 on a
+    /// 1.34 API server).
+    pub taints: Vec<DeviceTaintV2>,
+}
+
+impl From<Tainted> for TaintedV2 {
+    fn from(tainted: Tainted) -> Self {
+        Self {
+            id: tainted.id,
+            taints: tainted.taints.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// `passthrough.pci-function`: one PCI function a bind would move
+/// (WIT 0.1.3).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct PciFunction {
+    /// E.g. `0000:17:00.0`.
+    pub address: String,
+    /// The kernel driver it is bound to now, if any.
+    pub driver: Option<String>,
+    /// `class`, `vendor` and `device` as sysfs gives them, e.g.
+    /// `("class", "0x030200")`.
+    pub attributes: Attributes,
+}
+
+/// `passthrough.bind-request`: a bind the host is about to make
+/// (WIT 0.1.3).
+#[derive(ComponentType, Lift, Lower, Clone, Debug, PartialEq, Eq, Default)]
+#[component(record)]
+pub struct BindRequest {
+    /// The claim: `namespace/name`.
+    pub claim: String,
+    /// The claim's UID.
+    #[component(name = "claim-uid")]
+    pub claim_uid: String,
+    /// The advertised device the claim was allocated.
+    #[component(name = "device-id")]
+    pub device_id: String,
+    /// The driver the resource binds to, e.g. `vfio-pci`.
+    pub driver: String,
+    /// The IOMMU group, e.g. `42`.
+    #[component(name = "iommu-group")]
+    pub iommu_group: String,
+    /// Every function of the group, the device's own included.
+    pub functions: Vec<PciFunction>,
+}

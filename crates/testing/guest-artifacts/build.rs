@@ -69,6 +69,12 @@ const GUESTS: &[GuestCrate] = &[
         doc: "Example DRA guest (dra-layout, dra-prepare, dra-unprepare): GPU partitions on per-GPU counters, created and removed through sysfs attributes.",
     },
     GuestCrate {
+        package: "vfio-guard",
+        constant: "VFIO_GUARD",
+        example: true,
+        doc: "Example DRA guest (device-taints-v2, passthrough): informational `none` taints for degraded devices (`notes = N` adds N more), and refusing to bind an IOMMU group holding the node's own disks.",
+    },
+    GuestCrate {
         package: "hostile-infinite-loop",
         constant: "HOSTILE_INFINITE_LOOP",
         example: false,
@@ -156,7 +162,19 @@ const GUESTS: &[GuestCrate] = &[
         package: "compat-newer-patch",
         constant: "COMPAT_NEWER_PATCH",
         example: false,
-        doc: "Loads: a health and device-taints guest built against the WIT package at 0.1.3 (a newer patch than the host's); taints every device `example.com/note=<note>` NoExecute.",
+        doc: "Loads: a health and device-taints guest built against the WIT package at 0.1.4 (a newer patch than the host's); taints every device `example.com/note=<note>` NoExecute.",
+    },
+    GuestCrate {
+        package: "compat-taints-0-1-2",
+        constant: "COMPAT_TAINTS_0_1_2",
+        example: false,
+        doc: "Loads: a device-taints guest built against the WIT package at 0.1.2 (before device-taints-v2); taints every device `legacy=<note>` NoSchedule.",
+    },
+    GuestCrate {
+        package: "compat-taints-both",
+        constant: "COMPAT_TAINTS_BOTH",
+        example: false,
+        doc: "Test guest exporting device-taints (`asked=device-taints` NoSchedule) and device-taints-v2 (`asked=device-taints-v2`, effect none): only the latter is asked.",
     },
     GuestCrate {
         package: "compat-older-patch",

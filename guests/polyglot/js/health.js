@@ -11,7 +11,7 @@
 // Componentized with the componentize-js library API against the WIT world
 // `health-guest` (see `build.mjs`).
 
-import { config } from 'wasm-device-plugin:policy/host@0.1.2';
+import { config } from 'wasm-device-plugin:policy/host@0.1.3';
 
 // Unicode White_Space, what Rust's `str::trim` removes (JavaScript's own
 // `trim()` differs: it removes U+FEFF and keeps U+0085).

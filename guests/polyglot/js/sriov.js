@@ -19,8 +19,8 @@
 // the world `wdp-example:sriov/sriov-guest` (`guests/polyglot/wit/sriov.wit`,
 // see `build.mjs`).
 
-import { config, log } from 'wasm-device-plugin:policy/host@0.1.2';
-import { candidates, readAttribute, writeAttribute } from 'wasm-device-plugin:policy/hardware@0.1.2';
+import { config, log } from 'wasm-device-plugin:policy/host@0.1.3';
+import { candidates, readAttribute, writeAttribute } from 'wasm-device-plugin:policy/hardware@0.1.3';
 
 const setting = (name, fallback) => new Map(config()).get(name) ?? fallback;
 

@@ -2,11 +2,14 @@
 //!
 //! A policy guest is a WebAssembly component (target `wasm32-wasip2`, crate
 //! type `cdylib`) that exports one or more of the hook interfaces of the
-//! WIT package `wasm-device-plugin:policy@0.1.2` (`wit/policy.wit` at the
+//! WIT package `wasm-device-plugin:policy@0.1.3` (`wit/policy.wit` at the
 //! root of the repository): `discovery`, `health`, `preferred-allocation`,
 //! `allocate` and `pre-start`, and, for resources served through Dynamic
 //! Resource Allocation (added in 0.1.2), `dra-layout`, `dra-prepare` with
-//! `dra-unprepare`, and `device-taints`. This crate runs
+//! `dra-unprepare`, and `device-taints`, and (added in 0.1.3)
+//! `device-taints-v2` (the `none` effect, up to 16 taints a device) and
+//! `passthrough` (a say before devices are bound to another kernel
+//! driver). This crate runs
 //! `wit_bindgen::generate!` over that package once, re-exports the types
 //! under short names, and offers one trait per hook and one export macro
 //! per hook world, so a guest implements only the hooks it wants:
@@ -39,6 +42,8 @@
 //! | `dra-layout` | [`DraLayout`] | [`export_dra_layout!`] |
 //! | `dra-prepare`, `dra-unprepare` | [`DraPrepare`], [`DraUnprepare`] | [`export_dra_prepare!`] (both) |
 //! | `device-taints` | [`DeviceTaints`] | [`export_device_taints!`] |
+//! | `device-taints-v2` | [`DeviceTaintsV2`] | [`export_device_taints_v2!`] |
+//! | `passthrough` | [`Passthrough`] | [`export_passthrough!`] |
 //!
 //! Host services ([`host`], [`hardware`] and [`claim`] imports) are
 //! available to every hook: [`config()`] returns the guest's `[guest-config]` table as a
@@ -80,10 +85,10 @@ pub mod bindings {
         inline: "
             package wdp:guest-sdk;
             world imports {
-                import wasm-device-plugin:policy/host@0.1.2;
-                import wasm-device-plugin:policy/hardware@0.1.2;
-                import wasm-device-plugin:policy/types@0.1.2;
-                import wasm-device-plugin:policy/claim@0.1.2;
+                import wasm-device-plugin:policy/host@0.1.3;
+                import wasm-device-plugin:policy/hardware@0.1.3;
+                import wasm-device-plugin:policy/types@0.1.3;
+                import wasm-device-plugin:policy/claim@0.1.3;
             }
         ",
         path: "../../wit",
@@ -100,7 +105,7 @@ macro_rules! hook_world {
     };
     ($module:ident, $world:literal, $macro_name:literal, $default_module:literal, with_claim) => {
         hook_world!($module, $world, $macro_name, $default_module, {
-            "wasm-device-plugin:policy/claim@0.1.2": crate::bindings::wasm_device_plugin::policy::claim,
+            "wasm-device-plugin:policy/claim@0.1.3": crate::bindings::wasm_device_plugin::policy::claim,
         });
     };
     ($module:ident, $world:literal, $macro_name:literal, $default_module:literal, { $($extra:tt)* }) => {
@@ -112,9 +117,9 @@ macro_rules! hook_world {
                 path: "../../wit",
                 world: $world,
                 with: {
-                    "wasm-device-plugin:policy/types@0.1.2": crate::bindings::wasm_device_plugin::policy::types,
-                    "wasm-device-plugin:policy/host@0.1.2": crate::bindings::wasm_device_plugin::policy::host,
-                    "wasm-device-plugin:policy/hardware@0.1.2": crate::bindings::wasm_device_plugin::policy::hardware,
+                    "wasm-device-plugin:policy/types@0.1.3": crate::bindings::wasm_device_plugin::policy::types,
+                    "wasm-device-plugin:policy/host@0.1.3": crate::bindings::wasm_device_plugin::policy::host,
+                    "wasm-device-plugin:policy/hardware@0.1.3": crate::bindings::wasm_device_plugin::policy::hardware,
                     $($extra)*
                 },
                 pub_export_macro: true,
@@ -128,19 +133,19 @@ macro_rules! hook_world {
 
 hook_world!(
     discovery_world,
-    "wasm-device-plugin:policy/discovery-guest@0.1.2",
+    "wasm-device-plugin:policy/discovery-guest@0.1.3",
     "export_discovery",
     "::wdp_guest_sdk::discovery_world"
 );
 hook_world!(
     health_world,
-    "wasm-device-plugin:policy/health-guest@0.1.2",
+    "wasm-device-plugin:policy/health-guest@0.1.3",
     "export_health",
     "::wdp_guest_sdk::health_world"
 );
 hook_world!(
     preferred_allocation_world,
-    "wasm-device-plugin:policy/preferred-allocation-guest@0.1.2",
+    "wasm-device-plugin:policy/preferred-allocation-guest@0.1.3",
     "export_preferred_allocation",
     "::wdp_guest_sdk::preferred_allocation_world"
 );
@@ -154,17 +159,17 @@ pub mod preferred_allocation_indexed_world {
         inline: "
             package wdp:guest-sdk-indexed;
             world indexed {
-                import wasm-device-plugin:policy/host@0.1.2;
-                import wasm-device-plugin:policy/hardware@0.1.2;
-                export wasm-device-plugin:policy/preferred-allocation-indexed@0.1.2;
+                import wasm-device-plugin:policy/host@0.1.3;
+                import wasm-device-plugin:policy/hardware@0.1.3;
+                export wasm-device-plugin:policy/preferred-allocation-indexed@0.1.3;
             }
         ",
         path: "../../wit",
         world: "wdp:guest-sdk-indexed/indexed",
         with: {
-            "wasm-device-plugin:policy/types@0.1.2": crate::bindings::wasm_device_plugin::policy::types,
-            "wasm-device-plugin:policy/host@0.1.2": crate::bindings::wasm_device_plugin::policy::host,
-            "wasm-device-plugin:policy/hardware@0.1.2": crate::bindings::wasm_device_plugin::policy::hardware,
+            "wasm-device-plugin:policy/types@0.1.3": crate::bindings::wasm_device_plugin::policy::types,
+            "wasm-device-plugin:policy/host@0.1.3": crate::bindings::wasm_device_plugin::policy::host,
+            "wasm-device-plugin:policy/hardware@0.1.3": crate::bindings::wasm_device_plugin::policy::hardware,
         },
         pub_export_macro: true,
         export_macro_name: "__export_preferred_allocation_indexed",
@@ -174,27 +179,27 @@ pub mod preferred_allocation_indexed_world {
 }
 hook_world!(
     allocate_world,
-    "wasm-device-plugin:policy/allocate-guest@0.1.2",
+    "wasm-device-plugin:policy/allocate-guest@0.1.3",
     "export_allocate",
     "::wdp_guest_sdk::allocate_world",
     with_claim
 );
 hook_world!(
     pre_start_world,
-    "wasm-device-plugin:policy/pre-start-guest@0.1.2",
+    "wasm-device-plugin:policy/pre-start-guest@0.1.3",
     "export_pre_start",
     "::wdp_guest_sdk::pre_start_world",
     with_claim
 );
 hook_world!(
     dra_layout_world,
-    "wasm-device-plugin:policy/dra-layout-guest@0.1.2",
+    "wasm-device-plugin:policy/dra-layout-guest@0.1.3",
     "export_dra_layout",
     "::wdp_guest_sdk::dra_layout_world"
 );
 hook_world!(
     dra_prepare_world,
-    "wasm-device-plugin:policy/dra-prepare-guest@0.1.2",
+    "wasm-device-plugin:policy/dra-prepare-guest@0.1.3",
     "export_dra_prepare",
     "::wdp_guest_sdk::dra_prepare_world",
     with_claim
@@ -203,12 +208,28 @@ hook_world!(
 // `health` bindings above, so both hooks share one `DeviceFacts`.
 hook_world!(
     device_taints_world,
-    "wasm-device-plugin:policy/device-taints-guest@0.1.2",
+    "wasm-device-plugin:policy/device-taints-guest@0.1.3",
     "export_device_taints",
     "::wdp_guest_sdk::device_taints_world",
     {
-        "wasm-device-plugin:policy/health@0.1.2": crate::health_world::exports::wasm_device_plugin::policy::health,
+        "wasm-device-plugin:policy/health@0.1.3": crate::health_world::exports::wasm_device_plugin::policy::health,
     }
+);
+// `device-taints-v2` (WIT 0.1.3) shares `health.device-facts` the same way.
+hook_world!(
+    device_taints_v2_world,
+    "wasm-device-plugin:policy/device-taints-v2-guest@0.1.3",
+    "export_device_taints_v2",
+    "::wdp_guest_sdk::device_taints_v2_world",
+    {
+        "wasm-device-plugin:policy/health@0.1.3": crate::health_world::exports::wasm_device_plugin::policy::health,
+    }
+);
+hook_world!(
+    passthrough_world,
+    "wasm-device-plugin:policy/passthrough-guest@0.1.3",
+    "export_passthrough",
+    "::wdp_guest_sdk::passthrough_world"
 );
 
 pub use bindings::wasm_device_plugin::policy::{claim, hardware, host};
@@ -307,8 +328,26 @@ pub use device_taints_world::exports::wasm_device_plugin::policy::device_taints:
     Guest as DeviceTaints, Tainted,
 };
 
+/// The `device-taints-v2` hook (WIT 0.1.3): devices with fresh facts in,
+/// the taints of (some of) them out, with the `none` effect and up to 16
+/// taints a device (Kubernetes 1.35+; 4 on 1.34). Asked instead of
+/// `device-taints` when a guest exports both.
+pub use device_taints_v2_world::exports::wasm_device_plugin::policy::device_taints_v2::{
+    DeviceTaint as DeviceTaintV2, Guest as DeviceTaintsV2, TaintEffect as TaintEffectV2,
+    Tainted as TaintedV2,
+};
+
+/// The `passthrough` hook (WIT 0.1.3): a bind of a device's IOMMU group to
+/// another kernel driver in, ok or the reason not to out.
+pub use passthrough_world::exports::wasm_device_plugin::policy::passthrough::{
+    BindRequest, Guest as Passthrough, PciFunction,
+};
+
 /// Exports a type implementing [`Allocate`] as the guest's `allocate` hook.
 pub use allocate_world::export_allocate;
+/// Exports a type implementing [`DeviceTaintsV2`] as the guest's
+/// `device-taints-v2` hook.
+pub use device_taints_v2_world::export_device_taints_v2;
 /// Exports a type implementing [`DeviceTaints`] as the guest's
 /// `device-taints` hook.
 pub use device_taints_world::export_device_taints;
@@ -323,6 +362,9 @@ pub use dra_layout_world::export_dra_layout;
 pub use dra_prepare_world::export_dra_prepare;
 /// Exports a type implementing [`Health`] as the guest's `health` hook.
 pub use health_world::export_health;
+/// Exports a type implementing [`Passthrough`] as the guest's
+/// `passthrough` hook.
+pub use passthrough_world::export_passthrough;
 /// Exports a type implementing [`PreStart`] as the guest's `pre-start` hook.
 pub use pre_start_world::export_pre_start;
 /// Exports a type implementing [`PreferredAllocation`] as the guest's
@@ -562,6 +604,28 @@ impl DeviceTaint {
             value: value.into(),
             effect,
         }
+    }
+}
+
+/// Builders for `device-taints-v2` answers.
+impl DeviceTaintV2 {
+    /// A taint `key=value` with `effect` (`TaintEffectV2::None` informs
+    /// only).
+    pub fn new(key: impl Into<String>, value: impl Into<String>, effect: TaintEffectV2) -> Self {
+        Self {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        }
+    }
+}
+
+/// Convenience accessors on [`PciFunction`].
+impl PciFunction {
+    /// The value of the attribute `name` (`class`, `vendor`, `device`), if
+    /// the function has it.
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        attr(&self.attributes, name)
     }
 }
 

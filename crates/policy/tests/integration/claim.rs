@@ -29,8 +29,8 @@ fn env<'a>(response: &'a ContainerResponse, key: &str) -> Option<&'a str> {
 }
 
 #[test]
-fn the_host_implements_wit_0_1_2() {
-    assert_eq!(WIT_VERSION, "0.1.2");
+fn the_host_implements_wit_0_1_3() {
+    assert_eq!(WIT_VERSION, "0.1.3");
 }
 
 #[test]

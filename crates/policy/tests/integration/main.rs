@@ -7,6 +7,7 @@ mod common;
 mod claim;
 mod dra_hooks;
 mod examples;
+mod hooks_0_1_3;
 mod loading;
 mod precompiled;
 mod sandbox;

@@ -58,8 +58,8 @@ fn call_with_work(guest: &Guest, hook: Hook, c: &CallContext) -> Result<(), Call
             .map(drop),
         Hook::DraPrepare => guest.dra_prepare(c, &[claim_device()]).map(drop),
         Hook::DraUnprepare => guest.dra_unprepare(c, &[claim_device()]),
-        Hook::DeviceTaints => guest
-            .device_taints(
+        Hook::DeviceTaints | Hook::DeviceTaintsV2 => guest
+            .taints(
                 c,
                 &[DeviceFacts {
                     device: wdp_policy::Device {
@@ -71,6 +71,7 @@ fn call_with_work(guest: &Guest, hook: Hook, c: &CallContext) -> Result<(), Call
                 }],
             )
             .map(drop),
+        Hook::Passthrough => guest.may_bind(c, &wdp_policy::BindRequest::default()),
     }
 }
 

@@ -1,6 +1,6 @@
 //! `compat-newer-patch`: a health and device-taints guest built against
-//! `wasm-device-plugin:policy@0.1.3`, a patch newer than the host's; a
-//! 0.1.2 host loads it (semver).
+//! `wasm-device-plugin:policy@0.1.4`, a patch newer than the host's; a
+//! 0.1.3 host loads it (semver).
 //!
 //! `health`: every device is healthy, with the config value `note` as the
 //! reason. `device-taints` (a 0.1.2 hook, exported beside `health`, whose
@@ -11,8 +11,8 @@ wit_bindgen::generate!({
     inline: "
         package wdp-test:newer-patch;
         world health-and-taints {
-            include wasm-device-plugin:policy/health-guest@0.1.3;
-            export wasm-device-plugin:policy/device-taints@0.1.3;
+            include wasm-device-plugin:policy/health-guest@0.1.4;
+            export wasm-device-plugin:policy/device-taints@0.1.4;
         }
     ",
     path: "wit",
@@ -31,7 +31,7 @@ fn note() -> String {
         .into_iter()
         .find(|(key, _)| key == "note")
         .map(|(_, value)| value)
-        .unwrap_or_else(|| "0.1.3".to_string())
+        .unwrap_or_else(|| "0.1.4".to_string())
 }
 
 impl health::Guest for NewerPatch {
