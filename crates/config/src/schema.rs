@@ -327,6 +327,7 @@ pub(super) struct RawHooks {
     pub(super) dra_prepare: Option<HookConfig>,
     pub(super) dra_unprepare: Option<HookConfig>,
     pub(super) device_taints: Option<HookConfig>,
+    pub(super) passthrough: Option<HookConfig>,
 }
 
 /// `[hooks.<name>]`: the guest that implements one hook and its limits.

@@ -20,11 +20,18 @@ use super::serving::{check_serving_api, device_metadata, publish_interval};
 use super::socket::{default_socket_name, validate_socket_name};
 use crate::limits::MAX_DEVICES_PER_RESOURCE;
 
-/// Hooks that run only on a resource served through DRA (WIT 0.1.2).
+/// Hooks that run only on a resource served through DRA (WIT 0.1.2 and
+/// 0.1.3). A `device-taints` guest may export `device-taints-v2` instead
+/// (the resource binds it under `device-taints` all the same).
 fn is_dra_only(hook: Hook) -> bool {
     matches!(
         hook,
-        Hook::DraLayout | Hook::DraPrepare | Hook::DraUnprepare | Hook::DeviceTaints
+        Hook::DraLayout
+            | Hook::DraPrepare
+            | Hook::DraUnprepare
+            | Hook::DeviceTaints
+            | Hook::DeviceTaintsV2
+            | Hook::Passthrough
     )
 }
 
@@ -70,6 +77,13 @@ pub fn parse_resource(
         parse_selectors(file, raw.nodes, raw.companion_nodes, raw.pci, raw.usb)?;
 
     let hooks = hook_bindings(dir, file, host, raw.hooks, raw.api)?;
+    if passthrough.is_none() && hooks.iter().any(|h| h.hook == Hook::Passthrough) {
+        return Err(ConfigError::invalid(
+            file,
+            "hooks.passthrough",
+            "the passthrough hook is asked before the host binds a claim's devices to the resource's bind-driver, and this resource binds nothing: add a [passthrough] table with bind-driver",
+        ));
+    }
     if selectors.is_empty() && !hooks.iter().any(|h| h.hook == Hook::Discovery) {
         return Err(ConfigError::invalid(
             file,
@@ -241,6 +255,7 @@ fn hook_bindings(
         (Hook::DraPrepare, raw.dra_prepare),
         (Hook::DraUnprepare, raw.dra_unprepare),
         (Hook::DeviceTaints, raw.device_taints),
+        (Hook::Passthrough, raw.passthrough),
     ];
     for (hook, config) in raw_hooks {
         let Some(config) = config else { continue };

@@ -174,3 +174,28 @@ fn hooks_resolve_against_defaults_and_enable_pre_start() {
         ]
     );
 }
+
+#[test]
+fn a_passthrough_guest_needs_a_dra_resource_that_binds() {
+    const DRA_PCI: &str = "version = 1\nresource = \"example.com/vfio\"\napi = \"dra\"\ndriver = \"vfio.example.com\"\n[[pci]]\nvendor = \"10de\"\n";
+    const HOOK: &str = "[hooks.passthrough]\nguest = \"vfio-guard.wasm\"\n";
+    let bound = parse_text(&format!(
+        "{DRA_PCI}[passthrough]\nbind-driver = \"vfio-pci\"\n{HOOK}"
+    ))
+    .unwrap();
+    let binding = bound.hook(Hook::Passthrough).unwrap();
+    assert_eq!(binding.guest, PathBuf::from("/cfg/vfio-guard.wasm"));
+
+    let error = parse_text(&format!("{DRA_PCI}{HOOK}"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`hooks.passthrough`") && error.contains("[passthrough]"),
+        "{error}"
+    );
+    let error = parse_text(&fuse_with(HOOK)).unwrap_err().to_string();
+    assert!(
+        error.contains("`hooks.passthrough`") && error.contains("api = \"dra\""),
+        "{error}"
+    );
+}
