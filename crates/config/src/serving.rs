@@ -1,7 +1,7 @@
 //! Which kubelet API serves a resource: the `api` and `driver` keys, the
 //! keys a DRA resource may not set because only the device-plugin API has a
-//! meaning for them, and the DRA-only `publish-interval-ms`. Every refusal
-//! names the file and the key.
+//! meaning for them, and the DRA-only `publish-interval-ms` and
+//! `device-metadata`. Every refusal names the file and the key.
 
 use std::ops::RangeInclusive;
 use std::path::Path;
@@ -118,6 +118,21 @@ pub(super) fn publish_interval(file: &Path, raw: &RawResource) -> Result<Duratio
         ));
     }
     Ok(Duration::from_millis(ms.unsigned_abs()))
+}
+
+/// Whether a DRA resource writes device metadata files: `device-metadata`,
+/// on when unset; refused, by file and key, on a device-plugin resource
+/// (it prepares no claims). A device-plugin resource answers `false`.
+pub(super) fn device_metadata(file: &Path, raw: &RawResource) -> Result<bool, ConfigError> {
+    match (raw.api, raw.device_metadata) {
+        (ServingApi::Dra, set) => Ok(set.unwrap_or(true)),
+        (ServingApi::DevicePlugin, None) => Ok(false),
+        (ServingApi::DevicePlugin, Some(_)) => Err(ConfigError::invalid(
+            file,
+            "device-metadata",
+            "only a resource with `api = \"dra\"` prepares claims and writes their device metadata files; remove it",
+        )),
+    }
 }
 
 /// A DRA driver name: a DNS subdomain of at most 63 characters (what the

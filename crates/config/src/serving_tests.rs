@@ -120,3 +120,31 @@ fn keys_without_a_dra_meaning_are_refused_by_name() {
         );
     }
 }
+
+#[test]
+fn device_metadata_is_on_for_dra_switchable_and_refused_by_name_elsewhere() {
+    let r = parse(&dra_with("driver = \"gpu.example.com\"\n")).unwrap();
+    assert!(r.device_metadata, "on by default");
+    let r = parse(&dra_with(
+        "driver = \"gpu.example.com\"\ndevice-metadata = false\n",
+    ))
+    .unwrap();
+    assert!(!r.device_metadata);
+    let error = parse(&dra_with(
+        "driver = \"gpu.example.com\"\ndevice-metadata = \"no\"\n",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("device-metadata"), "{error}");
+    let text = "version = 1\nresource = \"example.com/gpu\"\ndevice-metadata = true\n[[nodes]]\npath = \"/dev/fuse\"\n";
+    let error = parse(text).unwrap_err().to_string();
+    assert!(
+        error.contains("`device-metadata`") && error.contains("api = \"dra\""),
+        "{error}"
+    );
+    let r = parse(&text.replace("device-metadata = true\n", "")).unwrap();
+    assert!(
+        !r.device_metadata,
+        "a device-plugin resource prepares no claims"
+    );
+}
