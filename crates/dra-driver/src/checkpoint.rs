@@ -42,6 +42,7 @@ use wdp_cdi::atomic_file::{self, Durability};
 use wdp_resource::HeldDevice;
 
 use crate::checksum::{canonical_checksum, fnv1a};
+use crate::device_metadata::MetadataRecord;
 use crate::file_stamp::FileStamp;
 
 /// The format version this host writes and reads.
@@ -100,6 +101,10 @@ pub struct PreparedClaim {
     /// unprepare).
     #[serde(default, skip_serializing_if = "is_false")]
     pub status_written: bool,
+    /// The device metadata files written for it (KEP-5304), removed at
+    /// unprepare; absent from records written before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_metadata: Option<MetadataRecord>,
     /// Fields a newer host wrote that this one does not know, kept as they
     /// are through its writes.
     #[serde(flatten)]

@@ -21,6 +21,10 @@ fn a_checkpoint_written_before_partitions_and_statuses_reads_as_it_is() {
     assert_eq!(claim.devices[0].device_id, "gpu0");
     assert!(!claim.devices[0].shared && claim.devices[0].partition_of.is_none());
     assert!(!claim.status_written);
+    assert!(
+        claim.device_metadata.is_none(),
+        "no metadata files recorded"
+    );
 }
 
 fn claim(device_id: &str, admin_access: bool) -> PreparedClaim {
@@ -42,6 +46,7 @@ fn claim(device_id: &str, admin_access: bool) -> PreparedClaim {
         }],
         cdi_spec: Some(PathBuf::from("/var/run/cdi/x.json")),
         status_written: false,
+        device_metadata: None,
         unknown: Default::default(),
     }
 }

@@ -5,7 +5,9 @@
 //! claims) carrying its own device nodes; what the `allocate` answer adds
 //! beyond those (other nodes, environment, mounts), the companions and
 //! `[cdi-edits]` go in the spec-wide edits, which the runtime applies to a
-//! container with any of the claim's devices.
+//! container with any of the claim's devices. The claim's device metadata
+//! files are mounted by CDI devices of their own, one per request
+//! (`<claim-uid>_metadata_<request>`, see `device_metadata`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,8 @@ use std::path::{Path, PathBuf};
 use wdp_cdi::{CdiMount, CdiNode, ContainerEdits, Spec};
 use wdp_config::ResourceConfig;
 use wdp_resource::{AdvertisedDevice, ContainerGrant, cdi_edits, cdi_node};
+
+use crate::device_metadata::{self, MetadataRecord};
 
 /// What the spec file names of `resource`'s claims start with.
 fn spec_prefix(resource: &str) -> String {
@@ -122,6 +126,16 @@ pub fn claim_spec(
     };
     spec.cdi_version = wdp_cdi::minimum_version(&spec);
     spec
+}
+
+/// Adds to a claim's `spec` the CDI devices that mount its device
+/// `metadata` files (one per request, see `device_metadata`).
+pub fn add_metadata_mounts(spec: &mut Spec, metadata: Option<&MetadataRecord>) {
+    let Some(metadata) = metadata else {
+        return;
+    };
+    spec.devices.extend(device_metadata::cdi_devices(metadata));
+    spec.cdi_version = wdp_cdi::minimum_version(spec);
 }
 
 fn env_key(name: &str) -> String {

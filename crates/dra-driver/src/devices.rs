@@ -201,7 +201,7 @@ fn merge_guest_taints(
 
 /// A partition as a DRA device: its parent's attributes, health and
 /// taints, then its own attributes, counters and capacity.
-fn partition_device(
+pub(crate) fn partition_device(
     driver: &str,
     extras: &DraExtras,
     parent: &AdvertisedDevice,

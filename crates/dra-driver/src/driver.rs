@@ -30,6 +30,7 @@ use wdp_kubelet_api::dra_health;
 use crate::api_port::ApiPort;
 use crate::checkpoint::Checkpoint;
 use crate::cleanup;
+use crate::device_metadata::{MetadataWriter, metadata_root};
 use crate::draining::Draining;
 use crate::handover::Handover;
 use crate::health::HealthService;
@@ -343,7 +344,11 @@ pub(crate) fn claim_service(
             paths.cdi_dir.clone(),
             checkpoint,
         )
-        .with_status_writer(Arc::clone(api)),
+        .with_status_writer(Arc::clone(api))
+        .with_device_metadata(MetadataWriter::new(
+            metadata_root(&paths.plugins_dir, driver),
+            driver,
+        )),
     );
     tokio::spawn(cleanup::clean_up(
         preparer.clone(),

@@ -17,7 +17,8 @@
 //! claim and one write of its device statuses, `in_flight` what claims are doing
 //! right now, `claim_cdi` the CDI spec of one claim, and `recorded_spec`
 //! writes a prepared claim's spec again from its record when a reboot
-//! emptied the CDI folder; `cleanup` unprepares at start what the API
+//! emptied the CDI folder; `device_metadata` the per-request device
+//! metadata files (KEP-5304) a claim's containers get; `cleanup` unprepares at start what the API
 //! server no longer has; `service` is the `DRAPlugin` gRPC side (v1 and
 //! v1beta1); `api_port` is how a driver reaches the API server
 //! ([`ApiPort`], implemented by the host over `wdp-dra-client`); `driver` runs one driver (sockets, registration, slice
@@ -42,6 +43,7 @@ mod checksum;
 mod claim;
 mod claim_cdi;
 mod cleanup;
+mod device_metadata;
 mod devices;
 mod draining;
 mod driver;

@@ -58,6 +58,7 @@ use crate::api_port::{ApiPort, ApiPortError};
 use crate::checkpoint::{Change, Checkpoint, PreparedClaim, PreparedDevice};
 use crate::claim::{ClaimRef, StatusWrite};
 use crate::claim_cdi;
+use crate::device_metadata::{self, MetadataRecord, MetadataWriter};
 use crate::error::ClaimAdmissionError;
 use crate::in_flight::{self, InFlight};
 use crate::recorded_spec;
@@ -82,6 +83,8 @@ pub struct ClaimPreparer {
     unprepared: Notify,
     /// Writes device statuses into claims; `None`: statuses are not written.
     status_writer: Option<Arc<dyn ApiPort>>,
+    /// Writes claims' device metadata files; `None`: none are written.
+    metadata: Option<MetadataWriter>,
 }
 
 impl ClaimPreparer {
@@ -106,6 +109,7 @@ impl ClaimPreparer {
             draining: AtomicBool::new(false),
             unprepared: Notify::new(),
             status_writer: None,
+            metadata: None,
         }
     }
 
@@ -113,6 +117,19 @@ impl ClaimPreparer {
     /// into claims through `api`.
     pub fn with_status_writer(mut self, api: Arc<dyn ApiPort>) -> Self {
         self.status_writer = Some(api);
+        self
+    }
+
+    /// The same preparer writing each claim's device metadata files
+    /// through `writer` (see `device_metadata`). A metadata folder that
+    /// cannot be used is logged here, naming it, and claims are still
+    /// prepared (without their files until it can be).
+    pub fn with_device_metadata(mut self, writer: MetadataWriter) -> Self {
+        let on = self.resource.spec().config.device_metadata;
+        if on && let Err(error) = writer.check() {
+            tracing::error!(driver = %self.driver, %error, "device metadata files cannot be written: claims are prepared without them until the folder can be used");
+        }
+        self.metadata = Some(writer);
         self
     }
 
@@ -260,6 +277,9 @@ impl ClaimPreparer {
             recorded_spec::rebuild(&self.resource, claim, &record, file).await?;
             tracing::warn!(driver = %self.driver, %claim, cdi_spec = %file.display(), "the claim's CDI spec was missing or damaged (the node restarted?): written again from the checkpoint");
         }
+        if let Some(metadata) = &record.device_metadata {
+            self.keep_metadata(claim, metadata, &record.devices)?;
+        }
         Ok(Some(record.devices))
     }
 
@@ -307,8 +327,9 @@ impl ClaimPreparer {
             results,
             claim_devices,
         ));
+        let pod_claim = device_metadata::pod_claim_name(object);
         let done = self
-            .call_and_record(claim, &info, &ids, &picked, &set)
+            .call_and_record(claim, &info, (&ids, pod_claim), &picked, &set)
             .await;
         let (devices, file, api_statuses) = match done {
             Ok(done) => done,
@@ -329,14 +350,16 @@ impl ClaimPreparer {
     /// The guests' part of a prepare and its record: `dra-prepare` (for
     /// `info`'s devices), `pre-start` and `allocate` for `ids` (the
     /// advertised devices of the claim's `picked` ones, of `set`), the
-    /// claim's CDI spec written, the claim recorded in the checkpoint. Answers the prepared devices, the spec's path and the
-    /// device statuses to write. On an error nothing is left of the spec or
+    /// claim's device metadata files (`pod_claim`: its pod's name when
+    /// made from a template) and CDI spec written, the claim recorded in
+    /// the checkpoint. Answers the prepared devices, the spec's path and the
+    /// device statuses to write. On an error nothing is left of the files or
     /// the record; the caller undoes `dra-prepare`'s work.
     async fn call_and_record(
         &self,
         claim: &ClaimRef,
         info: &Arc<wdp_policy::ClaimInfo>,
-        ids: &[String],
+        (ids, pod_claim): (&[String], Option<&str>),
         picked: &[Picked<'_>],
         set: &DeviceSet,
     ) -> Result<(Vec<PreparedDevice>, PathBuf, Vec<AllocatedDeviceStatus>), String> {
@@ -353,14 +376,20 @@ impl ClaimPreparer {
         .await
         .map_err(|error| format!("claim {claim}: {error}"))?;
         let spec = self.resource.spec();
-        let file = self.write_claim_spec(claim, picked, set, &answer)?;
-        let devices = prepared_devices(
+        let metadata = self.write_metadata(claim, pod_claim, picked, set);
+        let file = self
+            .write_claim_spec(claim, picked, set, &answer, metadata.as_ref())
+            .inspect_err(|_| self.remove_metadata(claim, metadata.as_ref()))?;
+        let mut devices = prepared_devices(
             &self.driver,
             &spec.config.resource,
             &claim.uid,
             picked,
             answer.cdi_devices.clone(),
         );
+        if let Some(metadata) = &metadata {
+            device_metadata::attach_cdi_ids(&mut devices, &spec.config.resource, metadata);
+        }
         let api_statuses = api_statuses(&self.driver, picked, &statuses);
         let record = PreparedClaim {
             namespace: claim.namespace.clone(),
@@ -368,6 +397,7 @@ impl ClaimPreparer {
             devices: devices.clone(),
             cdi_spec: Some(file.clone()),
             status_written: !api_statuses.is_empty() && self.status_writer.is_some(),
+            device_metadata: metadata.clone(),
             unknown: Default::default(),
         };
         if let Err(error) = self
@@ -376,6 +406,7 @@ impl ClaimPreparer {
             .await
         {
             let _ = claim_cdi::remove_spec(&file);
+            self.remove_metadata(claim, metadata.as_ref());
             return Err(format!("claim {claim}: {error}"));
         }
         Ok((devices, file, api_statuses))
@@ -383,18 +414,21 @@ impl ClaimPreparer {
 
     /// Writes the claim's CDI spec: each picked device (a partition under
     /// its own name, on its parent's nodes) with what the allocate
-    /// `answer` gives; returns its path.
+    /// `answer` gives, and the mounts of its `metadata` files; returns its
+    /// path.
     fn write_claim_spec(
         &self,
         claim: &ClaimRef,
         picked: &[Picked<'_>],
         set: &DeviceSet,
         answer: &ContainerGrant,
+        metadata: Option<&MetadataRecord>,
     ) -> Result<PathBuf, String> {
         let spec = self.resource.spec();
         let named = named_devices(picked);
-        let cdi_spec =
+        let mut cdi_spec =
             claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), answer);
+        claim_cdi::add_metadata_mounts(&mut cdi_spec, metadata);
         let file = claim_cdi::spec_file(&self.cdi_dir, &spec.config.resource, &claim.uid);
         wdp_cdi::write_file_unsynced(&file, &cdi_spec).map_err(|error| {
             format!(
@@ -554,7 +588,7 @@ impl ClaimPreparer {
                 })?;
                 tracing::warn!(driver = %self.driver, %claim, cdi_spec = %file.display(), set_aside = ?set_aside, "claim unprepared that the checkpoint does not record: its CDI spec was removed");
             }
-            return Ok(());
+            return self.remove_unrecorded_metadata(claim);
         };
         let info = Arc::new(recorded_claim_info(claim, &record));
         wdp_resource::with_claim(
@@ -574,11 +608,80 @@ impl ClaimPreparer {
                 )
             })?;
         }
+        if let Some(metadata) = &record.device_metadata {
+            device_metadata::remove(metadata, &claim.uid)
+                .map_err(|error| format!("claim {claim}: {error}"))?;
+        }
         self.checkpoint
             .record(Change::Remove(claim.uid.clone()))
             .await
             .map_err(|e| format!("claim {claim}: {e}"))?;
         tracing::info!(driver = %self.driver, %claim, "claim unprepared");
+        Ok(())
+    }
+}
+
+/// A claim's device metadata files (the bulk is in `device_metadata`).
+impl ClaimPreparer {
+    /// Writes `claim`'s metadata files for its `picked` devices of `set`,
+    /// when this preparer writes them and the resource has them on;
+    /// answers what to record (`None`: none written, a failure logged).
+    fn write_metadata(
+        &self,
+        claim: &ClaimRef,
+        pod_claim: Option<&str>,
+        picked: &[Picked<'_>],
+        set: &DeviceSet,
+    ) -> Option<MetadataRecord> {
+        let writer = self.metadata.as_ref()?;
+        if !self.resource.spec().config.device_metadata {
+            return None;
+        }
+        device_metadata::write_for_claim(writer, &self.driver, claim, pod_claim, picked, set)
+    }
+
+    /// Removes the metadata files of a prepare that failed after writing
+    /// them; a failure is logged (the claim fails either way).
+    fn remove_metadata(&self, claim: &ClaimRef, metadata: Option<&MetadataRecord>) {
+        let Some(metadata) = metadata else {
+            return;
+        };
+        if let Err(error) = device_metadata::remove(metadata, &claim.uid) {
+            tracing::warn!(driver = %self.driver, %claim, %error, "cannot remove the device metadata of a claim whose prepare failed");
+        }
+    }
+
+    /// Writes `claim`'s recorded metadata files again if one is missing or
+    /// damaged (a repeated prepare). The error names the claim and file.
+    fn keep_metadata(
+        &self,
+        claim: &ClaimRef,
+        metadata: &MetadataRecord,
+        devices: &[PreparedDevice],
+    ) -> Result<(), String> {
+        if device_metadata::is_intact(metadata, &claim.uid) {
+            return Ok(());
+        }
+        let set = self.resource.devices();
+        device_metadata::rewrite(&self.driver, claim, metadata, &set, devices).map_err(|error| {
+            format!("claim {claim}: its device metadata was missing or damaged and cannot be written again: {error}")
+        })?;
+        tracing::warn!(driver = %self.driver, %claim, dir = %metadata.dir.display(), "the claim's device metadata files were missing or damaged: written again from the checkpoint");
+        Ok(())
+    }
+
+    /// Removes what a claim the checkpoint does not record left in its
+    /// metadata folder (files naming its UID).
+    fn remove_unrecorded_metadata(&self, claim: &ClaimRef) -> Result<(), String> {
+        let Some(writer) = &self.metadata else {
+            return Ok(());
+        };
+        let dir = writer.claim_dir(&claim.namespace, &claim.name);
+        let removed = device_metadata::remove_unrecorded(&dir, &claim.uid)
+            .map_err(|error| format!("claim {claim}: {error}"))?;
+        if removed {
+            tracing::warn!(driver = %self.driver, %claim, dir = %dir.display(), "claim unprepared that the checkpoint does not record: its device metadata files were removed");
+        }
         Ok(())
     }
 }

@@ -29,7 +29,7 @@ use crate::claim_cdi;
 const LARGEST_SPEC: u64 = 16 * 1024 * 1024;
 
 /// Whether `file` is the spec written for claim `uid` as `record` has it:
-/// JSON naming a CDI device for each recorded device.
+/// JSON naming a CDI device for each recorded device and metadata file.
 pub(crate) fn is_intact(file: &Path, uid: &str, record: &PreparedClaim) -> bool {
     // Only a plain file of a spec's size is read: anything else in its
     // place (a pipe would block the read) is replaced by the rebuild.
@@ -50,9 +50,15 @@ pub(crate) fn is_intact(file: &Path, uid: &str, record: &PreparedClaim) -> bool 
         .flatten()
         .filter_map(|device| device["name"].as_str())
         .collect();
-    record.devices.iter().all(|device| {
-        names.contains(&claim_cdi::cdi_device_name(uid, &device.device_name).as_str())
-    })
+    let metadata_mounts = record
+        .device_metadata
+        .iter()
+        .flat_map(|metadata| &metadata.files)
+        .all(|file| names.contains(&file.cdi_device.as_str()));
+    metadata_mounts
+        && record.devices.iter().all(|device| {
+            names.contains(&claim_cdi::cdi_device_name(uid, &device.device_name).as_str())
+        })
 }
 
 /// Writes `claim`'s spec `file` again from its `record`: `allocate` runs
@@ -108,7 +114,8 @@ pub(crate) async fn rebuild(
         .await
         .map_err(|error| cannot(format!("allocate: {error}")))?;
     let spec = resource.spec();
-    let cdi_spec =
+    let mut cdi_spec =
         claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);
+    claim_cdi::add_metadata_mounts(&mut cdi_spec, record.device_metadata.as_ref());
     wdp_cdi::write_file(file, &cdi_spec).map_err(|error| cannot(error.to_string()))
 }

@@ -8,6 +8,7 @@ fn claim(name: &str) -> PreparedClaim {
         devices: Vec::new(),
         cdi_spec: None,
         status_written: false,
+        device_metadata: None,
         unknown: Default::default(),
     }
 }

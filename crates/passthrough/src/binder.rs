@@ -166,7 +166,7 @@ impl Binder {
                 device: device.to_owned(),
                 function: device.to_owned(),
                 group: Some(group.to_owned()),
-                reason,
+                reason: Box::new(reason),
             });
         }
         busy.insert(group.to_owned(), claim_uid.to_owned());
@@ -220,7 +220,7 @@ impl Binder {
                     device: plan.device.clone(),
                     function: plan.device.clone(),
                     group: Some(plan.group.clone()),
-                    reason: RefusalReason::HeldByClaim(existing.claim_uid),
+                    reason: Box::new(RefusalReason::HeldByClaim(existing.claim_uid)),
                 }
                 .into());
             }
@@ -277,7 +277,7 @@ impl Binder {
                 device: device.to_owned(),
                 function: device.to_owned(),
                 group: Some(record.group.clone()),
-                reason: RefusalReason::HeldByClaim(other.claim_uid),
+                reason: Box::new(RefusalReason::HeldByClaim(other.claim_uid)),
             }
             .into());
         }

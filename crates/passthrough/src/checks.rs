@@ -164,12 +164,15 @@ fn ipv4_route_of(route: &str, interface: &str) -> Option<String> {
         if fields.len() < 8 || fields[0] != interface {
             return None;
         }
-        // Destination and mask are little-endian hex words.
-        let word = |s: &str| u32::from_str_radix(s, 16).ok().map(u32::from_le);
+        // Destination and mask are the network-order words printed as
+        // host integers: their bytes in memory order are the address.
+        let word = |s: &str| u32::from_str_radix(s, 16).ok();
         match (word(fields[1]), word(fields[7])) {
-            (Some(dest), Some(mask)) => {
-                Some(format!("{}/{}", Ipv4Addr::from(dest), mask.count_ones()))
-            }
+            (Some(dest), Some(mask)) => Some(format!(
+                "{}/{}",
+                Ipv4Addr::from(dest.to_ne_bytes()),
+                mask.count_ones()
+            )),
             _ => Some(fields[1].to_owned()),
         }
     })

@@ -20,7 +20,7 @@ pub struct Refusal {
     /// The IOMMU group, when the device has one.
     pub group: Option<String>,
     /// Why.
-    pub reason: RefusalReason,
+    pub reason: Box<RefusalReason>,
 }
 
 impl Refusal {

@@ -103,7 +103,7 @@ pub(crate) fn plan(
         device: device.to_owned(),
         function: function.to_owned(),
         group: group.map(str::to_owned),
-        reason,
+        reason: Box::new(reason),
     };
     let dir = root.real(&format!("/sys/bus/pci/devices/{device}"));
     if !plain_name(device) || std::fs::symlink_metadata(&dir).is_err() {

@@ -3,7 +3,9 @@
 //! copy in each: the repository's fixture host trees and files written
 //! under a host root ([`fixtures`]), the check a container runtime makes
 //! of a CDI spec (`read_cdi_spec`, with feature `cdi`), a bounded wait for a
-//! condition ([`eventually`]), and the figures benches print
+//! condition ([`eventually`]), a stand-in of the kernel's PCI driver
+//! binding in sysfs (`kernel_standin`, with feature `kernel-standin`), and
+//! the figures benches print
 //! ([`measure`]: percentiles, a process's memory and CPU time from
 //! `/proc`).
 //!
@@ -13,6 +15,8 @@
 #[cfg(feature = "cdi")]
 mod cdi;
 pub mod fixtures;
+#[cfg(feature = "kernel-standin")]
+pub mod kernel_standin;
 pub mod measure;
 mod wait;
 
