@@ -227,6 +227,9 @@ pub enum TaintEffect {
     NoSchedule,
     /// As `NoSchedule`, and pods using the device without tolerating it are evicted.
     NoExecute,
+    /// Nothing: the taint only informs (Kubernetes 1.35 and later; a 1.34
+    /// API server refuses it, see [`crate::SliceLimits::taint_effect_none`]).
+    None,
 }
 
 impl TaintEffect {
@@ -235,6 +238,7 @@ impl TaintEffect {
         match self {
             TaintEffect::NoSchedule => "NoSchedule",
             TaintEffect::NoExecute => "NoExecute",
+            TaintEffect::None => "None",
         }
     }
 }
@@ -247,7 +251,7 @@ impl fmt::Display for TaintEffect {
 
 /// The error of parsing a [`TaintEffect`] from anything but its API spelling.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("taint effect {0:?} is neither NoSchedule nor NoExecute")]
+#[error("taint effect {0:?} is none of NoSchedule, NoExecute and None")]
 pub struct UnknownTaintEffect(pub String);
 
 impl FromStr for TaintEffect {
@@ -257,6 +261,7 @@ impl FromStr for TaintEffect {
         match text {
             "NoSchedule" => Ok(TaintEffect::NoSchedule),
             "NoExecute" => Ok(TaintEffect::NoExecute),
+            "None" => Ok(TaintEffect::None),
             other => Err(UnknownTaintEffect(other.to_owned())),
         }
     }

@@ -7,7 +7,7 @@
 //! characters, a domain that is a DNS subdomain of at most 63), attributes
 //! holding a string or version of at most 64 characters, a version being
 //! semver 2.0.0; at most 16 taints (4 on a 1.34 server), keyed by a label
-//! name, valued by a label value. Capacities follow [`crate::capacity`]'s rules, counter sets and
+//! name, valued by a label value, the effect `None` only from 1.35 on. Capacities follow [`crate::capacity`]'s rules, counter sets and
 //! consumptions [`crate::counters`]', and on a 1.34 server each group of
 //! counter sets with their consumers must fit one slice ([`crate::fit`]).
 //!
@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::capacity::check_capacities;
 use crate::counters::{KnownSet, check_consumptions, check_counter_set};
-use crate::device::{AttributeValue, DraDevice};
+use crate::device::{AttributeValue, DraDevice, TaintEffect};
 use crate::fit::check_fit;
 use crate::keys::{attribute_key_problem, qualified_attribute_key};
 use crate::pool::PoolContent;
@@ -117,7 +117,7 @@ pub fn validate_pool(driver: &str, content: &PoolContent, version: ServerVersion
         }
         check_attributes(driver, device, &mut report);
         check_capacities(driver, device, &mut report);
-        check_taints(device, version.limits().max_taints_per_device, &mut report);
+        check_taints(device, version, &mut report);
         check_consumptions(device, &known_sets, version, &mut report);
         if let Some(whole) = &device.partition_of
             && !whole_devices.contains(whole.as_str())
@@ -205,7 +205,13 @@ fn check_attributes(driver: &str, device: &DraDevice, report: &mut impl FnMut(St
     }
 }
 
-fn check_taints(device: &DraDevice, max: usize, report: &mut impl FnMut(String, String)) {
+fn check_taints(
+    device: &DraDevice,
+    version: ServerVersion,
+    report: &mut impl FnMut(String, String),
+) {
+    let limits = version.limits();
+    let max = limits.max_taints_per_device;
     if device.taints.len() > max {
         report(
             "taints".to_owned(),
@@ -228,8 +234,34 @@ fn check_taints(device: &DraDevice, max: usize, report: &mut impl FnMut(String, 
                 format!("{:?} is not a label value: {problem}", taint.value),
             );
         }
-        // The effect is a `TaintEffect`, so it is always NoSchedule or NoExecute.
+        if taint.effect == TaintEffect::None && !limits.taint_effect_none {
+            report(
+                format!("taints[{index}].effect"),
+                format!(
+                    "the effect None needs Kubernetes 1.35 or later; the API server is {version}"
+                ),
+            );
+        }
     }
+}
+
+/// `content` without the taints whose effect a server of `version` does
+/// not know (`None` before 1.35). The DRA driver leaves them out itself,
+/// with a warning, once it knows the server's version; this keeps a pass
+/// made before that from leaving their devices out.
+pub(crate) fn without_unknown_effects(
+    content: &PoolContent,
+    version: ServerVersion,
+) -> PoolContent {
+    let mut content = content.clone();
+    if !version.limits().taint_effect_none {
+        for device in &mut content.devices {
+            device
+                .taints
+                .retain(|taint| taint.effect != TaintEffect::None);
+        }
+    }
+    content
 }
 
 /// The API server counts bytes, so a non-ASCII character counts more than once.

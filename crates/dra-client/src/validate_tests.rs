@@ -396,3 +396,75 @@ fn a_plain_device_list_cannot_consume_counters() {
         vec![(Some("gpu0"), "consumesCounters[0].counterSet")]
     );
 }
+
+#[test]
+fn the_none_effect_and_sixteen_taints_need_1_35() {
+    let mut device = DraDevice::new("gpu0");
+    for i in 0..16 {
+        device = device.with_taint(DeviceTaint {
+            key: format!("example.com/t{i}"),
+            value: String::new(),
+            effect: if i == 0 {
+                TaintEffect::None
+            } else {
+                TaintEffect::NoSchedule
+            },
+        });
+    }
+    let pool = PoolContent::from_devices(vec![device.clone()]);
+    for minor in [35, 37] {
+        let version = ServerVersion { major: 1, minor };
+        let check = validate_pool(DRIVER, &pool, version);
+        assert!(check.problems.is_empty(), "1.{minor}: {:?}", check.problems);
+        assert_eq!(check.content.devices.len(), 1);
+    }
+    let mut seventeen = device.clone();
+    seventeen.taints.push(DeviceTaint {
+        key: "example.com/t16".into(),
+        value: String::new(),
+        effect: TaintEffect::None,
+    });
+    let check = validate_pool(
+        DRIVER,
+        &PoolContent::from_devices(vec![seventeen]),
+        ServerVersion::V1_35,
+    );
+    assert_eq!(fields_of(&check.problems), vec![(Some("gpu0"), "taints")]);
+
+    // On 1.34 a None taint is refused even among few.
+    let mut few = DraDevice::new("gpu0");
+    few.taints = device.taints[..2].to_vec();
+    let pool = PoolContent::from_devices(vec![few]);
+    let check = validate_pool(DRIVER, &pool, ServerVersion::V1_34);
+    assert_eq!(
+        fields_of(&check.problems),
+        vec![(Some("gpu0"), "taints[0].effect")]
+    );
+    assert!(
+        check.problems[0].message.contains("1.35"),
+        "{:?}",
+        check.problems
+    );
+    // What the publisher sends to 1.34 instead: the device without it.
+    let fitted = without_unknown_effects(&pool, ServerVersion::V1_34);
+    assert_eq!(fitted.devices[0].taints, device.taints[1..2]);
+    assert!(
+        validate_pool(DRIVER, &fitted, ServerVersion::V1_34)
+            .problems
+            .is_empty()
+    );
+    assert_eq!(without_unknown_effects(&pool, ServerVersion::V1_35), pool);
+}
+
+#[test]
+fn effects_read_back_as_the_api_spells_them() {
+    for effect in [
+        TaintEffect::None,
+        TaintEffect::NoSchedule,
+        TaintEffect::NoExecute,
+    ] {
+        assert_eq!(effect.as_str().parse::<TaintEffect>(), Ok(effect));
+    }
+    assert_eq!(TaintEffect::None.to_string(), "None");
+    assert!("none".parse::<TaintEffect>().is_err());
+}

@@ -6,7 +6,8 @@
 //! device and 1024 per slice); from 1.35 on, counter sets are in slices of
 //! their own (at most 8 sets a slice, 32 counters a set, names unique in the
 //! pool) and a device consumes from at most 2 sets, up to 32 counters from
-//! each. A device may have 4 taints on 1.34, 16 from 1.35 on.
+//! each. A device may have 4 taints on 1.34, 16 from 1.35 on, and only
+//! from 1.35 on may a taint have the effect `None`.
 //! [`ServerVersion::limits`] gives the numbers; [`crate::plan`] and
 //! [`crate::validate_pool`] follow them.
 
@@ -84,6 +85,7 @@ impl ServerVersion {
                 max_consumed_counters_per_device: None,
                 max_consumed_counters_per_slice: None,
                 max_taints_per_device: MAX_TAINTS_PER_DEVICE,
+                taint_effect_none: true,
             }
         } else {
             SliceLimits {
@@ -98,6 +100,7 @@ impl ServerVersion {
                 max_consumed_counters_per_device: Some(32),
                 max_consumed_counters_per_slice: Some(1024),
                 max_taints_per_device: 4,
+                taint_effect_none: false,
             }
         }
     }
@@ -142,6 +145,8 @@ pub struct SliceLimits {
     pub max_consumed_counters_per_slice: Option<usize>,
     /// Taints per device.
     pub max_taints_per_device: usize,
+    /// Whether a taint may have the effect `None` (1.35 and later).
+    pub taint_effect_none: bool,
 }
 
 impl SliceLimits {

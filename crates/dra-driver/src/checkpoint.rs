@@ -104,7 +104,7 @@ pub struct PreparedClaim {
     /// The device metadata files written for it (KEP-5304), removed at
     /// unprepare; absent from records written before them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_metadata: Option<MetadataRecord>,
+    pub device_metadata: Option<Box<MetadataRecord>>,
     /// Fields a newer host wrote that this one does not know, kept as they
     /// are through its writes.
     #[serde(flatten)]

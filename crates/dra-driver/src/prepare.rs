@@ -397,7 +397,7 @@ impl ClaimPreparer {
             devices: devices.clone(),
             cdi_spec: Some(file.clone()),
             status_written: !api_statuses.is_empty() && self.status_writer.is_some(),
-            device_metadata: metadata.clone(),
+            device_metadata: metadata.clone().map(Box::new),
             unknown: Default::default(),
         };
         if let Err(error) = self

@@ -116,6 +116,6 @@ pub(crate) async fn rebuild(
     let spec = resource.spec();
     let mut cdi_spec =
         claim_cdi::claim_spec(&spec.config, &claim.uid, &named, set.companions(), &answer);
-    claim_cdi::add_metadata_mounts(&mut cdi_spec, record.device_metadata.as_ref());
+    claim_cdi::add_metadata_mounts(&mut cdi_spec, record.device_metadata.as_deref());
     wdp_cdi::write_file(file, &cdi_spec).map_err(|error| cannot(error.to_string()))
 }

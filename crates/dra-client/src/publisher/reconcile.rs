@@ -3,7 +3,8 @@
 //! The first pass learns the server's version (`GET /version`), and keeps
 //! it until the server refuses a write as invalid (422: it may have been
 //! upgraded meanwhile, so the next pass asks again); the plan follows it (see [`crate::plan`]). Each pass leaves out of the pool
-//! what the server was found to drop (see [`super::drops`]) and what
+//! what the server was found to drop (see [`super::drops`]), taints whose
+//! effect the server does not know (`None` before 1.35) and what
 //! [`validate_pool`] flags, then lists the driver's slices on the node. When the plan at the
 //! generation found there equals them (ignoring server-set metadata and the
 //! taints' `timeAdded`), it writes nothing. Otherwise it bumps the generation
@@ -30,7 +31,7 @@ use crate::error::ApiError;
 use crate::plan::{PoolTarget, plan_pool};
 use crate::pool::PoolContent;
 use crate::problem::DeviceProblem;
-use crate::validate::validate_pool;
+use crate::validate::{validate_pool, without_unknown_effects};
 use crate::version::ServerVersion;
 use wdp_k8s_naming::Quantity;
 
@@ -159,7 +160,7 @@ pub(crate) async fn reconcile(
     let version = server_version(api, target, memory).await?;
     let check = validate_pool(
         &target.driver,
-        &without_dropped(content, memory.dropped),
+        &without_unknown_effects(&without_dropped(content, memory.dropped), version),
         version,
     );
     let content = check.content;

@@ -134,3 +134,37 @@ fn quantities_compare_by_amount_not_spelling() {
     let more = plan_pool(&target(), &content("2Gi", "1G"), ServerVersion::V1_34, 1);
     assert!(!same_content(&more, on_server.iter()));
 }
+
+#[test]
+fn a_none_taint_keeps_its_time_while_it_holds() {
+    let time = Time(Timestamp::from_second(1_700_000_000).unwrap());
+    let informing = |effect| {
+        DraDevice::new("gpu0").with_taint(DeviceTaint {
+            key: "gpu.example.com/degraded".into(),
+            value: "ecc".into(),
+            effect,
+        })
+    };
+    let mut old = plan_slices(&target(), &[informing(TaintEffect::None)], 1);
+    let taint = &mut old[0].devices.as_mut().unwrap()[0].taints.as_mut().unwrap()[0];
+    assert_eq!(taint.effect, "None");
+    taint.time_added = Some(time.clone());
+    let existing = [as_server_slice("s1", old.remove(0))];
+
+    // The next pass (another generation: something else changed) keeps it.
+    let mut planned = plan_slices(&target(), &[informing(TaintEffect::None)], 2);
+    keep_taint_times(&mut planned, &existing);
+    let kept = &planned[0].devices.as_ref().unwrap()[0]
+        .taints
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(kept.time_added, Some(time));
+    // The same key turned NoSchedule is a new taint, with a new time.
+    let mut planned = plan_slices(&target(), &[informing(TaintEffect::NoSchedule)], 2);
+    keep_taint_times(&mut planned, &existing);
+    let new = &planned[0].devices.as_ref().unwrap()[0]
+        .taints
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(new.time_added, None);
+}

@@ -41,8 +41,10 @@ const MAX_TAINTS_1_34: usize = 4;
 const MAX_TAINTS: usize = 16;
 /// Length of attribute strings and versions.
 const MAX_ATTRIBUTE_STRING: usize = 64;
-/// The taint effects the server accepts.
-const TAINT_EFFECTS: &[&str] = &["NoExecute", "NoSchedule"];
+/// The taint effects a 1.34 server accepts.
+const TAINT_EFFECTS_1_34: &[&str] = &["NoExecute", "NoSchedule"];
+/// The taint effects a 1.35+ server accepts (`None`: the taint only informs).
+const TAINT_EFFECTS: &[&str] = &["NoExecute", "NoSchedule", "None"];
 
 /// The first quantity of `slice` that does not parse: the real server cannot decode such a body
 /// and answers 400 before any validation.
@@ -179,6 +181,11 @@ fn validate_spec(
             } else {
                 MAX_TAINTS_1_34
             },
+            taint_effects: if per_pool {
+                TAINT_EFFECTS
+            } else {
+                TAINT_EFFECTS_1_34
+            },
             slice_sets: slice_sets.as_ref(),
         };
         let mut seen = std::collections::BTreeSet::new();
@@ -201,6 +208,8 @@ fn validate_spec(
 struct DeviceContext<'a> {
     per_device_selection: bool,
     max_taints: usize,
+    /// The taint effects accepted (`None` from 1.35 on).
+    taint_effects: &'static [&'static str],
     /// 1.34: the slice's counter sets, which consumptions must reference.
     slice_sets: Option<&'a counters::SliceCounters<'a>>,
 }
@@ -295,7 +304,7 @@ fn validate_device(
         ));
     } else {
         for (j, taint) in taints.iter().enumerate() {
-            validate_taint(taint, &format!("{path}.taints[{j}]"), errors);
+            validate_taint(taint, &format!("{path}.taints[{j}]"), context, errors);
         }
     }
     counters::validate_consumptions(device, path, context.slice_sets, errors);
@@ -362,7 +371,12 @@ fn validate_attribute(value: &DeviceAttribute, path: &str, errors: &mut Vec<Fiel
     }
 }
 
-fn validate_taint(taint: &DeviceTaint, path: &str, errors: &mut Vec<FieldError>) {
+fn validate_taint(
+    taint: &DeviceTaint,
+    path: &str,
+    context: &DeviceContext<'_>,
+    errors: &mut Vec<FieldError>,
+) {
     if taint.key.is_empty() {
         errors.push(required(format!("{path}.key"), ""));
     } else if let Some(detail) = qualified_name_problem(&taint.key) {
@@ -375,11 +389,11 @@ fn validate_taint(taint: &DeviceTaint, path: &str, errors: &mut Vec<FieldError>)
     }
     if taint.effect.is_empty() {
         errors.push(required(format!("{path}.effect"), ""));
-    } else if !TAINT_EFFECTS.contains(&taint.effect.as_str()) {
+    } else if !context.taint_effects.contains(&taint.effect.as_str()) {
         errors.push(not_supported(
             format!("{path}.effect"),
             &taint.effect,
-            TAINT_EFFECTS,
+            context.taint_effects,
         ));
     }
 }

@@ -271,6 +271,15 @@ const ONLY_1_34: &[Case] = &[
         "spec.devices[0].taints",
         "Too many: 17: must have at most 4 items",
     ),
+    (
+        "taint effect None (1.34: NoExecute or NoSchedule)",
+        |s| {
+            s.spec.devices.as_mut().unwrap()[0].taints =
+                Some(vec![taint("example.com/t", "v", "None")])
+        },
+        "spec.devices[0].taints[0].effect",
+        "Unsupported value: \"None\": supported values: \"NoExecute\", \"NoSchedule\"",
+    ),
 ];
 
 /// Rules a 1.35 and later server has.
@@ -492,4 +501,34 @@ async fn updates_are_validated_and_node_driver_and_pool_are_immutable() {
         created,
         "the stored slice is unchanged"
     );
+}
+
+/// 1.35 and later take 16 taints a device, the `None` effect among them.
+#[tokio::test]
+async fn from_1_35_a_device_takes_sixteen_taints_and_the_none_effect() {
+    for minor in [35, 37] {
+        let h = start().await;
+        h.server.set_served_minor(minor);
+        let api: Api<ResourceSlice> = Api::all(h.client.clone());
+        let mut full = slice("full", "node-1", "gpu.example.com", &["dev-0"]);
+        full.spec.devices.as_mut().unwrap()[0].taints = Some(
+            (0..16)
+                .map(|i| {
+                    let effect = if i % 2 == 0 { "None" } else { "NoSchedule" };
+                    taint(&format!("example.com/t{i}"), "v", effect)
+                })
+                .collect(),
+        );
+        let created = api
+            .create(&PostParams::default(), &full)
+            .await
+            .unwrap_or_else(|e| panic!("1.{minor}: {e}"));
+        let taints = created.spec.devices.as_ref().unwrap()[0]
+            .taints
+            .clone()
+            .unwrap();
+        assert_eq!(taints.len(), 16, "1.{minor}");
+        assert_eq!(taints[0].effect, "None");
+        assert!(taints.iter().all(|t| t.time_added.is_some()), "1.{minor}");
+    }
 }
