@@ -11,9 +11,10 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use tokio_util::sync::CancellationToken;
-use wdp_dra_client::{ApiError, PoolTarget, PublisherHandle, WriteFence};
+use wdp_dra_client::{ApiError, ClaimEvent, PoolTarget, PublisherHandle, WriteFence};
 
 use crate::claim::{ClaimRef, StatusWrite};
 
@@ -45,6 +46,11 @@ pub trait ApiPort: Send + Sync + std::fmt::Debug {
     /// Writes a claim's device statuses: this driver's and pool's entries
     /// of its `status.devices` become `write.statuses` (none: removed).
     fn write_status(&self, write: StatusWrite) -> BoxFuture<'static, Result<(), ApiPortError>>;
+
+    /// Follows every ResourceClaim of the cluster (a resource that binds
+    /// devices on demand: see `passthrough`); the stream retries on its
+    /// own and ends only when dropped.
+    fn watch_claims(&self) -> BoxStream<'static, ClaimEvent>;
 
     /// Starts the publisher of pool `target`, writing only while `fence`
     /// allows and stopping with `shutdown`.

@@ -43,6 +43,25 @@ impl ApiPort for Memory {
         Box::pin(async { Ok(()) })
     }
 
+    fn watch_claims(&self) -> futures::stream::BoxStream<'static, wdp_dra_client::ClaimEvent> {
+        // Every claim, listed once; no change follows.
+        use futures::StreamExt;
+        let claims = self.claims.clone().unwrap_or_default();
+        let mut events: Vec<wdp_dra_client::ClaimEvent> = claims
+            .values()
+            .map(|c| wdp_dra_client::ClaimEvent::Changed(Box::new(c.clone())))
+            .collect();
+        events.push(wdp_dra_client::ClaimEvent::Listed(
+            claims
+                .values()
+                .filter_map(|c| c.metadata.uid.clone())
+                .collect(),
+        ));
+        futures::stream::iter(events)
+            .chain(futures::stream::pending())
+            .boxed()
+    }
+
     fn spawn_publisher(
         &self,
         _target: PoolTarget,

@@ -45,6 +45,9 @@ pub fn spec_files(dir: &Path, resource: &str) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
+/// The VFIO container node a claim of a `[passthrough]` resource gets.
+pub const VFIO_CONTAINER_NODE: &str = "/dev/vfio/vfio";
+
 /// The CDI device name of DRA device `device_name` prepared for claim `uid`.
 pub fn cdi_device_name(uid: &str, device_name: &str) -> String {
     format!("{uid}-{device_name}")
@@ -91,6 +94,18 @@ pub fn claim_spec(
     common
         .device_nodes
         .retain(|n| placed.insert(n.path.clone()));
+    // A resource binding its devices to a VFIO driver (`[passthrough]`):
+    // the container's VFIO node, which every group's node needs.
+    if config.passthrough.is_some() && placed.insert(VFIO_CONTAINER_NODE.to_owned()) {
+        common.device_nodes.push(CdiNode {
+            path: VFIO_CONTAINER_NODE.to_owned(),
+            host_path: None,
+            node_type: None,
+            major: None,
+            minor: None,
+            permissions: config.permissions.clone(),
+        });
+    }
     for spec in &answer.devices {
         if placed.insert(spec.container_path.clone()) {
             common.device_nodes.push(CdiNode {

@@ -35,6 +35,7 @@ use crate::draining::Draining;
 use crate::handover::Handover;
 use crate::health::HealthService;
 use crate::metrics::DraMetrics;
+use crate::passthrough::{self, PassthroughBinds};
 use crate::prepare::ClaimPreparer;
 use crate::publish::SliceSync;
 use crate::service::{DraPluginService, DraPluginV1beta1};
@@ -143,9 +144,18 @@ impl DraDriver {
             Box::new(move || {
                 publisher_api.spawn_publisher(target.clone(), fence.clone(), &publisher_stop)
             }),
-            handover.leading(),
+            (handover.leading(), {
+                let resource = Arc::clone(&resource);
+                Box::new(move || passthrough::binding_conditions(&resource.spec().config))
+            }),
             metrics.clone(),
         );
+        tokio::spawn(passthrough::recover_then_follow(
+            Arc::clone(&preparer),
+            Arc::clone(api),
+            handover.leading(),
+            stop.clone(),
+        ));
         let health = HealthService::new(resource.subscribe(), driver, paths.node_name.clone())
             .with_stop(stop.clone());
         let task = tokio::spawn(serve_loop(
@@ -345,6 +355,17 @@ pub(crate) fn claim_service(
             checkpoint,
         )
         .with_status_writer(Arc::clone(api))
+        .with_passthrough(PassthroughBinds::open(
+            driver,
+            resource,
+            &paths.state_dir,
+            resource
+                .spec()
+                .config
+                .passthrough
+                .as_ref()
+                .map_or(wdp_config::DEFAULT_BIND_TIMEOUT, |p| p.bind_timeout),
+        ))
         .with_device_metadata(MetadataWriter::new(
             metadata_root(&paths.plugins_dir, driver),
             driver,

@@ -53,6 +53,7 @@ mod handover;
 mod health;
 mod in_flight;
 pub mod metrics;
+mod passthrough;
 mod prepare;
 mod publish;
 mod recorded_spec;
@@ -69,6 +70,9 @@ pub use driver::{DraDriver, DriverPaths};
 pub use error::DraError;
 pub use health::HealthService;
 pub use metrics::DraMetrics;
+pub use passthrough::{
+    BIND_FAILED_CONDITION, BOUND_CONDITION, BindFailure, PassthroughBinds, journal_path,
+};
 pub use publish::SliceSync;
 pub use report::{DraReport, check_publishable, dra_report};
 /// What [`DraDriver::publish_status`] reports, from the slice publisher.

@@ -61,6 +61,7 @@ use crate::claim_cdi;
 use crate::device_metadata::{self, MetadataRecord, MetadataWriter};
 use crate::error::ClaimAdmissionError;
 use crate::in_flight::{self, InFlight};
+use crate::passthrough::{self, PassthroughBinds};
 use crate::recorded_spec;
 use crate::shared_checkpoint::SharedCheckpoint;
 use wdp_resource::DeviceSet;
@@ -85,6 +86,9 @@ pub struct ClaimPreparer {
     status_writer: Option<Arc<dyn ApiPort>>,
     /// Writes claims' device metadata files; `None`: none are written.
     metadata: Option<MetadataWriter>,
+    /// Binds devices to the resource's `[passthrough]` driver; `None`:
+    /// nothing is bound.
+    passthrough: Option<Arc<PassthroughBinds>>,
 }
 
 impl ClaimPreparer {
@@ -110,14 +114,25 @@ impl ClaimPreparer {
             unprepared: Notify::new(),
             status_writer: None,
             metadata: None,
+            passthrough: None,
         }
     }
 
-    /// The same preparer writing the `dra-prepare` guest's device statuses
-    /// into claims through `api`.
-    pub fn with_status_writer(mut self, api: Arc<dyn ApiPort>) -> Self {
-        self.status_writer = Some(api);
+    /// The same preparer binding the devices of a resource with
+    /// `[passthrough]` through `binds` (see `passthrough`).
+    pub fn with_passthrough(mut self, binds: PassthroughBinds) -> Self {
+        self.passthrough = Some(Arc::new(binds));
         self
+    }
+
+    /// Its binds, when it binds devices on demand.
+    pub(crate) fn passthrough(&self) -> Option<&Arc<PassthroughBinds>> {
+        self.passthrough.as_ref()
+    }
+
+    /// The pool it prepares devices of (the node's name).
+    pub(crate) fn pool(&self) -> &str {
+        &self.pool
     }
 
     /// The same preparer writing each claim's device metadata files
@@ -130,6 +145,13 @@ impl ClaimPreparer {
             tracing::error!(driver = %self.driver, %error, "device metadata files cannot be written: claims are prepared without them until the folder can be used");
         }
         self.metadata = Some(writer);
+        self
+    }
+
+    /// The same preparer writing the `dra-prepare` guest's device statuses
+    /// into claims through `api`.
+    pub fn with_status_writer(mut self, api: Arc<dyn ApiPort>) -> Self {
+        self.status_writer = Some(api);
         self
     }
 
@@ -271,6 +293,8 @@ impl ClaimPreparer {
         let Some(record) = self.checkpoint.read().await.get(&claim.uid).cloned() else {
             return Ok(None);
         };
+        // A node restarted since binds its groups to their driver again.
+        passthrough::bind_recorded(self, claim, &record).await?;
         if let Some(file) = &record.cdi_spec
             && !recorded_spec::is_intact(file, &claim.uid, &record)
         {
@@ -291,6 +315,9 @@ impl ClaimPreparer {
         object: &ResourceClaim,
         results: &[DeviceRequestAllocationResult],
     ) -> Result<Vec<PreparedDevice>, String> {
+        // Devices bound to the `[passthrough]` driver first: the device set
+        // then shows their VFIO nodes, which the container gets.
+        passthrough::bind_for_prepare(self, claim, results).await?;
         let set = self.resource.devices();
         let (picked, _reservation) = {
             let checkpoint = self.checkpoint.read().await;
@@ -588,6 +615,9 @@ impl ClaimPreparer {
                 })?;
                 tracing::warn!(driver = %self.driver, %claim, cdi_spec = %file.display(), set_aside = ?set_aside, "claim unprepared that the checkpoint does not record: its CDI spec was removed");
             }
+            passthrough::release(self, &claim.uid)
+                .await
+                .map_err(|error| format!("claim {claim}: {error}"))?;
             return self.remove_unrecorded_metadata(claim);
         };
         let info = Arc::new(recorded_claim_info(claim, &record));
@@ -612,6 +642,11 @@ impl ClaimPreparer {
             device_metadata::remove(metadata, &claim.uid)
                 .map_err(|error| format!("claim {claim}: {error}"))?;
         }
+        // Its groups go back to their drivers before the record goes: a
+        // failure here is retried by the kubelet's next unprepare.
+        passthrough::release(self, &claim.uid)
+            .await
+            .map_err(|error| format!("claim {claim}: {error}"))?;
         self.checkpoint
             .record(Change::Remove(claim.uid.clone()))
             .await

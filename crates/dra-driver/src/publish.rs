@@ -13,7 +13,10 @@
 //! failed pass, published generation and slice count) and the log (an
 //! error once when it appears or changes, its recovery, the API server
 //! dropping taints). Devices or attributes that cannot be published are
-//! logged once per change of that list.
+//! logged once per change of that list; so are the guest taints the API
+//! server cannot take, once the publisher has learned its version (see
+//! [`crate::taint_fit`]: the effect `None` before 1.35, more taints than
+//! the server takes a device).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,15 +24,20 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wdp_dra_client::{ApiError, PoolContent, PublishStatus, PublisherHandle};
+use wdp_dra_client::{ApiError, BindingConditions, PoolContent, PublishStatus, PublisherHandle};
 
-use crate::devices::{DeviceProblem, dra_devices};
+use crate::devices::DeviceProblem;
 use crate::metrics::DraMetrics;
 use wdp_resource::SharedDeviceSet;
 
 /// Starts a publisher for the driver's pool (each time this instance takes
 /// the publishing over).
 pub type StartPublisher = Box<dyn FnMut() -> PublisherHandle + Send>;
+
+/// The binding conditions every device of the driver publishes now
+/// (`None`: none; a resource with `[passthrough]` has them), asked at
+/// every device-set change so a live reload takes effect.
+pub type BindingNow = Box<dyn Fn() -> Option<BindingConditions> + Send>;
 
 /// One driver's running slice synchronisation; owns its publisher.
 #[derive(Debug)]
@@ -45,13 +53,14 @@ pub struct SliceSync {
 impl SliceSync {
     /// Publishes `devices`' current set at once, then every change of it,
     /// through a publisher `start_publisher` starts (publishing for
-    /// `driver`), while `leading` is true; records the progress in
-    /// `metrics`. Needs a tokio runtime.
+    /// `driver`), while `leading` is true, each device with the binding
+    /// conditions `binding` gives; records the progress in `metrics`.
+    /// Needs a tokio runtime.
     pub fn start(
         driver: impl Into<String>,
         devices: watch::Receiver<SharedDeviceSet>,
         start_publisher: StartPublisher,
-        leading: watch::Receiver<bool>,
+        (leading, binding): (watch::Receiver<bool>, BindingNow),
         metrics: Arc<DraMetrics>,
     ) -> Self {
         let driver = driver.into();
@@ -65,6 +74,7 @@ impl SliceSync {
             Follow {
                 leading,
                 write_interval: interval_rx,
+                binding,
             },
             status_tx,
             stop.clone(),
@@ -176,6 +186,8 @@ struct Follow {
     /// The write interval set since start (`None`: the one the publisher
     /// was started with).
     write_interval: watch::Receiver<Option<Duration>>,
+    /// The devices' binding conditions now.
+    binding: BindingNow,
 }
 
 /// Waits to lead, then publishes until another instance leads or `stop`;
@@ -191,8 +203,11 @@ async fn publish_while_leading(
     let Follow {
         mut leading,
         mut write_interval,
+        binding,
     } = follow;
     let mut last_problems: Vec<DeviceProblem> = Vec::new();
+    // The guest's taints fitted to the server (the same across publishers).
+    let mut server_fit = crate::taint_fit::ServerFit::default();
     let mut earlier = Earlier::default();
     loop {
         // Wait to lead.
@@ -216,7 +231,11 @@ async fn publish_while_leading(
         let mut interval_can_change = true;
         loop {
             if std::mem::take(&mut device_set_changed) {
-                let list = dra_devices(&driver, &devices.borrow_and_update());
+                let mut list = server_fit.devices(&driver, &devices.borrow_and_update());
+                let conditions = binding();
+                for device in &mut list.devices {
+                    device.binding.clone_from(&conditions);
+                }
                 if list.problems != last_problems {
                     for problem in &list.problems {
                         tracing::warn!(driver = %driver, "{problem}");
@@ -252,7 +271,9 @@ async fn publish_while_leading(
                     Err(_) => interval_can_change = false,
                 },
                 changed = publisher_status.changed() => if changed.is_ok() {
-                    status.send_replace(earlier.add(&publisher_status.borrow_and_update()));
+                    let current = publisher_status.borrow_and_update().clone();
+                    device_set_changed |= server_fit.learn(&current);
+                    status.send_replace(earlier.add(&current));
                 },
                 changed = leading.changed(), if leading_can_change => match changed {
                     Ok(()) if !*leading.borrow() => break,

@@ -111,6 +111,10 @@ impl ApiPort for KubeApi {
         })
     }
 
+    fn watch_claims(&self) -> futures::stream::BoxStream<'static, wdp_dra_client::ClaimEvent> {
+        wdp_dra_client::watch_claims(self.client.clone())
+    }
+
     fn spawn_publisher(
         &self,
         target: PoolTarget,

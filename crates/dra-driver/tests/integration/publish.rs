@@ -97,7 +97,7 @@ async fn setup() -> Setup {
         DRIVER,
         receiver,
         start_publisher,
-        leading,
+        (leading, Box::new(|| None)),
         metrics.dra.clone(),
     );
     Setup {

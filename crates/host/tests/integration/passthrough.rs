@@ -1,0 +1,243 @@
+//! Passthrough bound on demand, end to end in-process: the 8-GPU fixture
+//! served as a DRA resource with `[passthrough] bind-driver = "vfio-pci"`,
+//! the kernel's sysfs binding played by the kernel stand-in, the API server
+//! by the fake one, the kubelet by gRPC calls. What an operator sees: the
+//! slices name the binding condition; an allocated claim's GPU moves to
+//! vfio-pci (its whole IOMMU group) and the condition turns `True`; the
+//! container gets the VFIO nodes; unprepare, or the claim's deletion
+//! before any prepare, puts the GPU back on `nvidia`; a refused or failed
+//! bind sets the failure condition with the reason and moves nothing; a
+//! bind a kill cut short is undone at the next start.
+
+use std::time::Duration;
+
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use wdp_dra_driver::{BIND_FAILED_CONDITION, BOUND_CONDITION, journal_path};
+use wdp_test_support::eventually;
+use wdp_test_support::kernel_standin::KernelStandin;
+
+use crate::common::WAIT;
+use crate::common::dra_world::*;
+
+const PASSTHROUGH: &str = "[passthrough]\nbind-driver = \"vfio-pci\"\nbind-timeout-ms = 3000\n";
+
+/// GPU A's IOMMU group in the fixture.
+const GROUP_A: &str = "13";
+
+/// A claim allocated `devices`, each result waiting on the binding
+/// condition as the scheduler copies it from the slice.
+fn waiting_claim(name: &str, devices: &[&str]) -> ResourceClaim {
+    let mut claim = claim(name, DRIVER, devices);
+    for result in claim
+        .status
+        .as_mut()
+        .and_then(|s| s.allocation.as_mut())
+        .map(|a| a.devices.as_mut().unwrap().results.as_mut().unwrap())
+        .into_iter()
+        .flatten()
+    {
+        result.binding_conditions = Some(vec![BOUND_CONDITION.to_owned()]);
+        result.binding_failure_conditions = Some(vec![BIND_FAILED_CONDITION.to_owned()]);
+    }
+    claim
+}
+
+/// The condition `type_` of `device` in the stored claim, as
+/// `(status, message)`.
+fn condition(w: &DraWorld, name: &str, device: &str, type_: &str) -> Option<(String, String)> {
+    let claim = w.api.claim("default", name)?;
+    claim
+        .status?
+        .devices?
+        .into_iter()
+        .filter(|d| d.device == device)
+        .flat_map(|d| d.conditions.unwrap_or_default())
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status, c.message))
+}
+
+async fn wait_condition(w: &DraWorld, name: &str, device: &str, type_: &str) -> String {
+    eventually(WAIT, Duration::from_millis(20), async || {
+        match condition(w, name, device, type_) {
+            Some((status, message)) if status == "True" => Ok(message),
+            other => Err(format!("{type_} of {device} in claim {name}: {other:?}")),
+        }
+    })
+    .await
+}
+
+fn vfio_node(w: &DraWorld, group: &str) -> std::path::PathBuf {
+    w.world.root().join("dev/vfio").join(group)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allocated_claim_gets_its_group_bound_then_its_vfio_nodes_then_its_driver_back() {
+    let w = DraWorld::new(PASSTHROUGH).await;
+    let kernel = KernelStandin::start(&w.world.root());
+    let (_host, endpoint) = w.serving().await;
+
+    // Every device names the condition the scheduler waits for.
+    for slice in w.api.slices_of(NODE, DRIVER) {
+        for device in slice.spec.devices.unwrap_or_default() {
+            assert_eq!(
+                device.binding_conditions.as_deref(),
+                Some(&[BOUND_CONDITION.to_owned()][..]),
+                "{}",
+                device.name
+            );
+            assert_eq!(
+                device.binding_failure_conditions.as_deref(),
+                Some(&[BIND_FAILED_CONDITION.to_owned()][..])
+            );
+        }
+    }
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("nvidia"));
+
+    let gpu_a = name_of(GPU_A);
+    let stored = w.api.put_claim(waiting_claim("vm-a", &[&gpu_a]));
+    let message = wait_condition(&w, "vm-a", &gpu_a, BOUND_CONDITION).await;
+    assert!(message.contains(GROUP_A), "{message}");
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("vfio-pci"));
+    assert!(vfio_node(&w, GROUP_A).exists());
+    // GPU B, on its own group, is untouched.
+    assert_eq!(kernel.driver(GPU_B).as_deref(), Some("nvidia"));
+
+    let answer = prepare_one(&endpoint, &stored).await;
+    assert!(answer.error.is_empty(), "{}", answer.error);
+    let spec = read_cdi_spec(&spec_of(&w, &stored));
+    let nodes: Vec<String> = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| {
+            d["containerEdits"]["deviceNodes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .chain(
+            spec["containerEdits"]["deviceNodes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        )
+        .map(|n| n["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(nodes.contains(&format!("/dev/vfio/{GROUP_A}")), "{nodes:?}");
+    assert!(nodes.contains(&"/dev/vfio/vfio".to_owned()), "{nodes:?}");
+    assert!(
+        !nodes.iter().any(|n| n.starts_with("/dev/nvidia0")),
+        "{nodes:?}"
+    );
+
+    let error = unprepare_one(&endpoint, &stored).await;
+    assert!(error.is_empty(), "{error}");
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("nvidia"));
+    assert!(!vfio_node(&w, GROUP_A).exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_or_failed_bind_sets_the_failure_condition_and_moves_nothing() {
+    let w = DraWorld::new(PASSTHROUGH).await;
+    // GPU B is the boot display: the host never binds it.
+    w.world
+        .write_host(&format!("/sys/bus/pci/devices/{GPU_B}/boot_vga"), "1\n");
+    let kernel = KernelStandin::start(&w.world.root());
+    // GPU C's driver never lets go.
+    const GPU_C: &str = "0000:07:00.0";
+    kernel.never_lets_go(GPU_C);
+    let (_host, _endpoint) = w.serving().await;
+
+    let gpu_b = name_of(GPU_B);
+    w.api.put_claim(waiting_claim("vm-b", &[&gpu_b]));
+    let message = wait_condition(&w, "vm-b", &gpu_b, BIND_FAILED_CONDITION).await;
+    assert!(message.contains("boot display"), "{message}");
+    assert!(message.contains(GPU_B), "{message}");
+    assert_eq!(kernel.driver(GPU_B).as_deref(), Some("nvidia"));
+
+    let gpu_c = name_of(GPU_C);
+    w.api.put_claim(waiting_claim("vm-c", &[&gpu_c]));
+    let message = wait_condition(&w, "vm-c", &gpu_c, BIND_FAILED_CONDITION).await;
+    assert!(message.contains(GPU_C), "{message}");
+    assert_eq!(kernel.driver(GPU_C).as_deref(), Some("nvidia"));
+    let (status, _) = condition(&w, "vm-c", &gpu_c, BOUND_CONDITION).unwrap();
+    assert_eq!(status, "False");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_deleted_before_its_prepare_gets_its_group_bound_back() {
+    let w = DraWorld::new(PASSTHROUGH).await;
+    let kernel = KernelStandin::start(&w.world.root());
+    let (_host, _endpoint) = w.serving().await;
+    let gpu_a = name_of(GPU_A);
+    w.api.put_claim(waiting_claim("vm-a", &[&gpu_a]));
+    wait_condition(&w, "vm-a", &gpu_a, BOUND_CONDITION).await;
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("vfio-pci"));
+
+    assert!(w.api.delete_claim("default", "vm-a"));
+    assert!(
+        kernel.wait_until(WAIT, |k| k.driver(GPU_A).as_deref() == Some("nvidia")),
+        "GPU A stayed on {:?}",
+        kernel.driver(GPU_A)
+    );
+    assert!(!vfio_node(&w, GROUP_A).exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn binds_hold_across_a_restart_and_a_bind_cut_short_is_undone_at_start() {
+    let w = DraWorld::new(PASSTHROUGH).await;
+    let kernel = KernelStandin::start(&w.world.root());
+    let (host, endpoint) = w.serving().await;
+    let gpu_a = name_of(GPU_A);
+    let stored = w.api.put_claim(waiting_claim("vm-a", &[&gpu_a]));
+    wait_condition(&w, "vm-a", &gpu_a, BOUND_CONDITION).await;
+    let answer = prepare_one(&endpoint, &stored).await;
+    assert!(answer.error.is_empty(), "{}", answer.error);
+    host.shutdown().await;
+
+    // While the host is down, a bind of GPU B was cut short by a kill: its
+    // journal says Binding, the function is off its driver with the
+    // override set (as the host leaves it between unbind and probe).
+    let journal = journal_path(&w.options().state_dir, DRIVER);
+    let mut recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&journal).unwrap()).unwrap();
+    let groups = recorded["groups"].as_array_mut().unwrap();
+    assert_eq!(groups.len(), 1, "{recorded}");
+    let group_b = std::fs::read_link(
+        w.world
+            .root()
+            .join(format!("sys/bus/pci/devices/{GPU_B}/iommu_group")),
+    )
+    .unwrap()
+    .file_name()
+    .unwrap()
+    .to_string_lossy()
+    .into_owned();
+    groups.push(serde_json::json!({
+        "group": group_b, "claim_uid": "killed-mid-bind", "target": "vfio-pci",
+        "phase": "binding",
+        "functions": [{"address": GPU_B, "previous_driver": "nvidia"}]
+    }));
+    std::fs::write(&journal, serde_json::to_vec(&recorded).unwrap()).unwrap();
+    kernel.set_driver(GPU_B, None);
+    w.world.write_host(
+        &format!("/sys/bus/pci/devices/{GPU_B}/driver_override"),
+        "vfio-pci\n",
+    );
+
+    let (_host, endpoint) = w.serving().await;
+    assert!(
+        kernel.wait_until(WAIT, |k| k.driver(GPU_B).as_deref() == Some("nvidia")),
+        "GPU B stayed on {:?}",
+        kernel.driver(GPU_B)
+    );
+    // The prepared claim's group stayed bound, and its unprepare by the
+    // new process puts it back.
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("vfio-pci"));
+    let error = unprepare_one(&endpoint, &stored).await;
+    assert!(error.is_empty(), "{error}");
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("nvidia"));
+    let left: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&journal).unwrap()).unwrap();
+    assert_eq!(left["groups"], serde_json::json!([]), "{left}");
+}
