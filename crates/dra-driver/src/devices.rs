@@ -26,8 +26,11 @@
 //! `<driver>/unhealthy` ([`unhealthy_taint_key`]), the reason made a label
 //! value by [`taint_value`] as its value, effect `NoSchedule`; a healthy
 //! device carries none, so recovery removes the taint. A `device-taints`
-//! guest's taints come first (an unqualified key gets `<driver>/`); the
-//! health taint follows unless the guest gave its key itself.
+//! guest's taints come first (an unqualified key gets `<driver>/`; through
+//! `device-taints-v2`, WIT 0.1.3, the effect may be `None`); the health
+//! taint follows unless the guest gave its key itself. How many a device
+//! may carry and whether `None` is known depend on the API server: the
+//! publishing loop fits them first ([`crate::taint_fit`]).
 //!
 //! A withheld device (`wdp_resource::withholding`: while the resource
 //! moves over from the device-plugin API, one a running container holds)
@@ -127,7 +130,13 @@ pub struct DraDeviceList {
 
 /// The DRA devices of `set` for `driver` (see the module docs).
 pub fn dra_devices(driver: &str, set: &DeviceSet) -> DraDeviceList {
-    let extras = set.dra();
+    dra_devices_with(driver, set, set.dra())
+}
+
+/// [`dra_devices`] with `extras` in place of the set's own DRA extras
+/// (the set's with its taints fitted to the API server, see
+/// [`crate::taint_fit`]).
+pub fn dra_devices_with(driver: &str, set: &DeviceSet, extras: &DraExtras) -> DraDeviceList {
     let mut list = DraDeviceList {
         counter_sets: extras.counter_sets.iter().map(counter_set).collect(),
         ..DraDeviceList::default()
@@ -288,7 +297,7 @@ fn capacity(capacity: &wit::Capacity) -> (String, Capacity) {
 }
 
 /// A guest's taint as published: an unqualified key gets `<driver>/`.
-fn guest_taint(driver: &str, taint: &wit::DeviceTaint) -> DeviceTaint {
+fn guest_taint(driver: &str, taint: &wit::DeviceTaintV2) -> DeviceTaint {
     DeviceTaint {
         key: if taint.key.contains('/') {
             taint.key.clone()
@@ -297,8 +306,9 @@ fn guest_taint(driver: &str, taint: &wit::DeviceTaint) -> DeviceTaint {
         },
         value: taint.value.clone(),
         effect: match taint.effect {
-            wit::TaintEffect::NoSchedule => TaintEffect::NoSchedule,
-            wit::TaintEffect::NoExecute => TaintEffect::NoExecute,
+            wit::TaintEffectV2::None => TaintEffect::None,
+            wit::TaintEffectV2::NoSchedule => TaintEffect::NoSchedule,
+            wit::TaintEffectV2::NoExecute => TaintEffect::NoExecute,
         },
     }
 }

@@ -61,6 +61,7 @@ mod report;
 mod service;
 mod shared_checkpoint;
 mod standard_attributes;
+mod taint_fit;
 
 pub use api_port::{ApiPort, ApiPortError};
 pub use checkpoint_read::{CheckpointReadError, checkpointed_drivers, held_by_checkpoint};

@@ -2,8 +2,15 @@
 //! `dra-layout` guest describes — counter sets, each device's counter
 //! consumption and capacity, and partitions (devices of their own made of
 //! part of an advertised device) — and the taints a `device-taints` guest
-//! adds. A device-plugin resource, or a DRA resource without those hooks,
-//! has none: its devices are published whole.
+//! adds (through `device-taints-v2`, WIT 0.1.3, when the guest exports it:
+//! the `none` effect and up to [`MAX_GUEST_TAINTS_V2`] taints a device).
+//! A device-plugin resource, or a DRA resource without those hooks, has
+//! none: its devices are published whole.
+//!
+//! How many taints a device may carry, and whether the `none` effect, also
+//! depends on the API server (4 and no `none` on 1.34, 16 and `none` from
+//! 1.35 on): the DRA driver, which learns the server's version, fits the
+//! taints checked here to it.
 //!
 //! [`check_layout`] and [`check_taints`] are the host's checks of the
 //! guests' answers: a layout that names unknown devices, counter sets or
@@ -14,9 +21,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use wdp_policy::Hook;
 use wdp_policy::types::{
-    Capacity, CounterConsumption, CounterSet, Device, DeviceLayout, DeviceTaint, Layout, Partition,
-    Tainted,
+    Capacity, CounterConsumption, CounterSet, Device, DeviceLayout, DeviceTaintV2, Layout,
+    Partition, TaintedV2,
 };
 
 use wdp_k8s_naming::{Quantity, dns_label_problem, label_name_problem, label_value_problem};
@@ -34,9 +42,14 @@ pub(crate) const MAX_CONSUMPTIONS_PER_DEVICE: usize = 2;
 pub(crate) const MAX_CAPACITIES: usize = 16;
 /// The most attributes of one partition.
 pub(crate) const MAX_PARTITION_ATTRIBUTES: usize = 32;
-/// The most taints a guest may give one device: the API allows 4, and the
-/// fourth place is kept for the health taint.
-pub(crate) const MAX_GUEST_TAINTS: usize = 3;
+/// The most taints a `device-taints` guest (WIT 0.1.2) may give one
+/// device: the API allowed 4, and the fourth place is kept for the health
+/// taint.
+pub const MAX_GUEST_TAINTS: usize = 3;
+/// The most taints a `device-taints-v2` guest (WIT 0.1.3) may give one
+/// device: Kubernetes 1.35+ allows 16, and the last place is kept for the
+/// health taint. A 1.34 API server takes fewer (see the module docs).
+pub const MAX_GUEST_TAINTS_V2: usize = 15;
 /// The largest amount a counter or capacity may hold: 2^63 - 1 units,
 /// far beyond any device (8 EiB of bytes).
 const MAX_UNITS: i128 = i64::MAX as i128;
@@ -51,8 +64,34 @@ pub struct DraExtras {
     /// Partitions by ID.
     pub partitions: BTreeMap<String, Partition>,
     /// Per advertised device ID: the guest's taints (the health taint not
-    /// included).
-    pub taints: BTreeMap<String, Vec<DeviceTaint>>,
+    /// included), as WIT 0.1.3 records whichever hook gave them.
+    pub taints: BTreeMap<String, Vec<DeviceTaintV2>>,
+    /// Who gave the taints, to name them in the log; `None` without a
+    /// taints guest.
+    pub taint_source: Option<TaintSource>,
+}
+
+/// Who gave a device set's taints: the resource, its guest and the hook
+/// the guest was asked through (`device-taints` or `device-taints-v2`).
+/// Displays as `resource R: guest "G" hook H`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaintSource {
+    /// The resource.
+    pub resource: String,
+    /// The guest's name.
+    pub guest: String,
+    /// The hook it was asked through.
+    pub hook: Hook,
+}
+
+impl std::fmt::Display for TaintSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "resource {}: guest {:?} hook {}",
+            self.resource, self.guest, self.hook
+        )
+    }
 }
 
 impl DraExtras {
@@ -71,6 +110,7 @@ impl DraExtras {
                 .map(|p| (p.id.clone(), p))
                 .collect(),
             taints: BTreeMap::new(),
+            taint_source: None,
         }
     }
 
@@ -329,10 +369,26 @@ fn check_capacity(capacity: &[Capacity], shared: bool, what: &str) -> Result<(),
     Ok(())
 }
 
-/// Checks a `device-taints` answer: known device IDs, each once, at most
-/// [`MAX_GUEST_TAINTS`] taints with a label-name key, a label value and
-/// no key twice.
-pub(crate) fn check_taints(answer: &[Tainted], devices: &[Device]) -> Result<(), String> {
+/// Checks a `device-taints` or `device-taints-v2` answer (`hook`): known
+/// device IDs, each once, at most [`MAX_GUEST_TAINTS`] taints
+/// ([`MAX_GUEST_TAINTS_V2`] through `device-taints-v2`) with a label-name
+/// key, a label value and each key once.
+pub(crate) fn check_taints(
+    answer: &[TaintedV2],
+    devices: &[Device],
+    hook: Hook,
+) -> Result<(), String> {
+    let (max, why) = if hook == Hook::DeviceTaintsV2 {
+        (
+            MAX_GUEST_TAINTS_V2,
+            "the API allows 16 from Kubernetes 1.35 on and the health taint needs one",
+        )
+    } else {
+        (
+            MAX_GUEST_TAINTS,
+            "the API allows 4 and the health taint needs one; device-taints-v2 allows more",
+        )
+    };
     let device_ids: BTreeSet<&str> = devices.iter().map(|d| d.id.as_str()).collect();
     let mut seen = BTreeSet::new();
     for tainted in answer {
@@ -343,9 +399,9 @@ pub(crate) fn check_taints(answer: &[Tainted], devices: &[Device]) -> Result<(),
         if !seen.insert(tainted.id.as_str()) {
             return Err(format!("{what} is answered twice"));
         }
-        if tainted.taints.len() > MAX_GUEST_TAINTS {
+        if tainted.taints.len() > max {
             return Err(format!(
-                "{what} has {} taints, more than the {MAX_GUEST_TAINTS} a guest may give (the API allows 4 and the health taint needs one)",
+                "{what} has {} taints, more than the {max} a guest may give through {hook} ({why})",
                 tainted.taints.len()
             ));
         }

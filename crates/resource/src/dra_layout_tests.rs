@@ -1,5 +1,7 @@
 use super::*;
-use wdp_policy::types::{Counter, TaintEffect};
+use wdp_policy::types::{
+    Counter, DeviceTaintV2 as DeviceTaint, TaintEffectV2, TaintedV2 as Tainted,
+};
 
 fn device(id: &str) -> Device {
     Device {
@@ -155,28 +157,44 @@ fn taints_are_checked_as_the_api_checks_them() {
     let taint = |key: &str, value: &str| DeviceTaint {
         key: key.into(),
         value: value.into(),
-        effect: TaintEffect::NoSchedule,
+        effect: TaintEffectV2::NoSchedule,
     };
     let ok = Tainted {
         id: "gpu0".into(),
         taints: vec![taint("example.com/ecc", "uncorrectable-errors")],
     };
-    assert_eq!(check_taints(std::slice::from_ref(&ok), &devices), Ok(()));
+    for hook in [Hook::DeviceTaints, Hook::DeviceTaintsV2] {
+        assert_eq!(
+            check_taints(std::slice::from_ref(&ok), &devices, hook),
+            Ok(())
+        );
+    }
     let mut cases = Vec::new();
     let mut t = ok.clone();
     t.id = "gpu9".into();
-    cases.push((t, "not a device of the input"));
+    cases.push((t, Hook::DeviceTaints, "not a device of the input"));
     let mut t = ok.clone();
     t.taints = (0..4).map(|i| taint(&format!("k{i}"), "")).collect();
-    cases.push((t, "more than the 3"));
+    cases.push((t, Hook::DeviceTaints, "more than the 3"));
+    let mut t = ok.clone();
+    t.taints = (0..16).map(|i| taint(&format!("k{i}"), "")).collect();
+    cases.push((t, Hook::DeviceTaintsV2, "more than the 15"));
     let mut t = ok.clone();
     t.taints[0].key = "Example.com/ecc".into();
-    cases.push((t, "not a DNS subdomain"));
+    cases.push((t, Hook::DeviceTaintsV2, "not a DNS subdomain"));
     let mut t = ok.clone();
     t.taints[0].value = "two words".into();
-    cases.push((t, "not a label value"));
-    for (tainted, expected) in cases {
-        let error = check_taints(&[tainted], &devices).unwrap_err();
+    cases.push((t, Hook::DeviceTaints, "not a label value"));
+    for (tainted, hook, expected) in cases {
+        let error = check_taints(&[tainted], &devices, hook).unwrap_err();
         assert!(error.contains(expected), "{error:?} lacks {expected:?}");
     }
+    // Through device-taints-v2: 15 taints, `none` among them, fit.
+    let mut full = ok.clone();
+    full.taints = (0..15).map(|i| taint(&format!("k{i}"), "")).collect();
+    full.taints[0].effect = TaintEffectV2::None;
+    assert_eq!(
+        check_taints(&[full], &devices, Hook::DeviceTaintsV2),
+        Ok(())
+    );
 }

@@ -30,8 +30,9 @@
 //! `held`); `resource` is the per-resource swap point ([`Resource`]), whose
 //! health lines `health_log` rate-limits, `admission` the decisions on top
 //! of it ([`Resource::allocate`], answering a `grant` or an
-//! `admission_error`) and `dra_actions` the DRA prepare and unprepare
-//! guests ([`Resource::dra_prepare`]); `cdi_spec` turns a resource into its
+//! `admission_error`), `dra_actions` the DRA prepare and unprepare
+//! guests ([`Resource::dra_prepare`]) and `bind_vetting` the `passthrough`
+//! guest's say before a bind ([`Resource::may_bind`], WIT 0.1.3); `cdi_spec` turns a resource into its
 //! CDI spec; `metrics` counts what the pipeline does (the other layers
 //! count the rest into the same registry); `error` says what stops a
 //! resource from being served ([`ResourceError`]); `withholding` the
@@ -44,6 +45,7 @@
 mod admin_grants;
 mod admission;
 mod admission_error;
+mod bind_vetting;
 mod builtin;
 mod cdi_spec;
 mod companions;
@@ -67,10 +69,13 @@ mod validate;
 mod withholding;
 
 pub use admission_error::AdmissionError;
+pub use bind_vetting::BindRefusal;
 pub use cdi_spec::{cdi_edits, cdi_node, cdi_spec};
 pub use companions::wanted as wanted_companions;
 pub use device_set::{AdvertisedDevice, CandidateLookup, DeviceSet, SharedDeviceSet};
-pub use dra_layout::{DraExtras, MAX_PARTITIONS};
+pub use dra_layout::{
+    DraExtras, MAX_GUEST_TAINTS, MAX_GUEST_TAINTS_V2, MAX_PARTITIONS, TaintSource,
+};
 pub use error::{GuestProblem, ResourceError};
 pub use grant::ContainerGrant;
 pub use guest_call::{GuestFailure, with_claim};

@@ -495,7 +495,8 @@ fn device_facts(devices: &[Device], known: &Known<'_>) -> Vec<DeviceFacts> {
 }
 
 /// The DRA layout and taints of `devices`, from the `dra-layout` and
-/// `device-taints` guests (none without them). A failing or refused call
+/// `device-taints` guests (none without them; a taints guest exporting
+/// `device-taints-v2` is asked through it). A failing or refused call
 /// keeps the last good answer while it still fits the devices (the
 /// guest-call path logs the failure once); on a first load or a dry run it
 /// refuses the resource. A layout that would move a name `held` by a
@@ -538,14 +539,21 @@ fn dra_extras(
     }
     if let Some((binding, guest)) = spec.bound(Hook::DeviceTaints) {
         let facts = device_facts(devices, known);
+        // `device-taints-v2` when the guest exports it, never both.
+        let hook = guest.taint_hook().unwrap_or(Hook::DeviceTaints);
         let outcome = caller.call_blocking(
             spec,
             binding,
             guest,
             present.clone(),
-            |g, ctx| g.device_taints(ctx, &facts),
-            |answer| dra_layout::check_taints(answer, devices),
+            |g, ctx| g.taints(ctx, &facts),
+            |answer| dra_layout::check_taints(answer, devices, hook),
         );
+        extras.taint_source = Some(dra_layout::TaintSource {
+            resource: spec.config.resource.clone(),
+            guest: guest.name().to_owned(),
+            hook,
+        });
         extras.taints = match outcome {
             Ok(answer) => answer
                 .into_iter()

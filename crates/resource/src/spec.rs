@@ -59,7 +59,8 @@ impl ResourceSpec {
                 let signature = signature::read_signature(&binding.guest).ok().flatten();
                 signers.insert(binding.hook, (key, signature));
             }
-            if !guest.exports(binding.hook) {
+            // A `device-taints` binding is served by `device-taints-v2` too.
+            if !guest.serves(binding.hook) {
                 let exported: Vec<String> = guest.hooks().iter().map(|h| h.to_string()).collect();
                 return Err(fail(GuestProblem::NotExported {
                     hook: binding.hook,
