@@ -107,11 +107,16 @@ async fn claims_are_prepared_into_cdi_specs_idempotently_and_unprepared_after_a_
     let prepared = &answer.claims[&good_uid];
     assert_eq!(prepared.error, "");
     assert_eq!(prepared.devices.len(), 2);
-    for device in &prepared.devices {
+    for (n, device) in prepared.devices.iter().enumerate() {
         assert_eq!(device.request_names, ["gpus"]);
         assert_eq!(device.pool_name, NODE);
-        assert_eq!(device.cdi_device_ids.len(), 1);
         assert!(device.cdi_device_ids[0].starts_with(&format!("example.com/gpu={good_uid}-")));
+        // The request's device metadata mount goes with its first device
+        // (see dra_metadata.rs).
+        let metadata = format!("example.com/gpu={good_uid}_metadata_gpus");
+        let expected = if n == 0 { 2 } else { 1 };
+        assert_eq!(device.cdi_device_ids.len(), expected, "{device:?}");
+        assert_eq!(device.cdi_device_ids.contains(&metadata), n == 0);
     }
     // Asked to prepare a claim that holds nothing of ours: a clear refusal.
     let entry = &answer.claims[&other_driver.metadata.uid.clone().unwrap()];
