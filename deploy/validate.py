@@ -66,6 +66,10 @@ failures: list[str] = []
 passed = 0
 
 
+# What the passthrough overlay adds, and nothing else may.
+PASSTHROUGH_CAPABILITIES = ["SYS_PTRACE"]
+
+
 def ok(msg: str) -> None:
     global passed
     passed += 1
@@ -288,8 +292,13 @@ def check_set(label: str, docs: list[dict[str, Any]]) -> None:
         raise Failure(f"{where}: readOnlyRootFilesystem must be true")
     if not sc.get("privileged"):
         drop = (sc.get("capabilities") or {}).get("drop") or []
-        if "ALL" not in drop or (sc.get("capabilities") or {}).get("add"):
-            raise Failure(f"{where}: an unprivileged container must drop ALL capabilities and add none")
+        added = (sc.get("capabilities") or {}).get("add") or []
+        # The passthrough overlay alone adds one capability, SYS_PTRACE, to
+        # read the node's mount and network tables through /proc/1
+        # (docs/operator/kubevirt.md, "What binding is granted").
+        allowed = PASSTHROUGH_CAPABILITIES if label.startswith("kustomize/overlays/passthrough") else []
+        if "ALL" not in drop or any(cap not in allowed for cap in added):
+            raise Failure(f"{where}: an unprivileged container must drop ALL capabilities and add none (passthrough: {PASSTHROUGH_CAPABILITIES} only), found {added}")
         if sc.get("allowPrivilegeEscalation") is not False:
             raise Failure(f"{where}: allowPrivilegeEscalation must be false")
         if (sc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":

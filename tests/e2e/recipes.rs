@@ -575,7 +575,8 @@ fn every_recipe_as_shipped_passes_check_on_its_fixture() {
             "nvidia-gpu",
             "sriov",
             "sriov-dra",
-            "vfio"
+            "vfio",
+            "vfio-dra"
         ]
     );
     for (recipe, fixture, devices) in [
@@ -586,6 +587,7 @@ fn every_recipe_as_shipped_passes_check_on_its_fixture() {
         ("sriov", "sriov-nic", 2),
         ("gpu-partitions-dra", "gpu-server", 8),
         ("sriov-dra", "sriov-nic", 2),
+        ("vfio-dra", "gpu-server", 8),
     ] {
         let dir = tmp.path().join("config/examples").join(recipe);
         std::fs::create_dir_all(&dir).unwrap();
@@ -614,6 +616,14 @@ fn every_recipe_as_shipped_passes_check_on_its_fixture() {
                 "{out}"
             );
             assert!(!out.contains("pci.path"), "{out}");
+        }
+        if recipe == "vfio-dra" {
+            // What a bind would do, device by device: this fixture's node
+            // has no vfio-pci loaded, so the host says it would refuse.
+            assert!(
+                out.contains("passthrough 0000:03:00.0: the host would refuse to bind it now: 0000:03:00.0 (IOMMU group 13): driver vfio-pci is not loaded"),
+                "{out}"
+            );
         }
     }
 }

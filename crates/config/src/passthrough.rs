@@ -70,6 +70,13 @@ pub(super) fn passthrough(
             "binding to another kernel driver needs PCI functions: add [[pci]] selectors",
         ));
     }
+    if let Some(index) = raw.pci.iter().position(|p| p.driver.is_some()) {
+        return Err(ConfigError::invalid(
+            file,
+            &format!("pci[{index}].driver"),
+            "a resource that binds its devices to another driver must not select them by driver: a bound device would leave the resource; select by vendor, class or address",
+        ));
+    }
     check_driver_name(&table.bind_driver)
         .map_err(|why| ConfigError::invalid(file, "passthrough.bind-driver", why))?;
     let bind_timeout = match table.bind_timeout_ms {
@@ -166,6 +173,10 @@ mod tests {
             (
                 "version = 1\nresource = \"example.com/vfio\"\n[[pci]]\nvendor = \"10de\"\n[passthrough]\nbind-driver = \"vfio-pci\"\n".to_owned(),
                 "only a resource with `api = \"dra\"`",
+            ),
+            (
+                format!("{DRA_PCI}driver = \"nvidia\"\n[passthrough]\nbind-driver = \"vfio-pci\"\n"),
+                "`pci[0].driver`",
             ),
             (
                 "version = 1\nresource = \"example.com/vfio\"\napi = \"dra\"\ndriver = \"vfio.example.com\"\n[[nodes]]\npath = \"/dev/vfio/*\"\n[passthrough]\nbind-driver = \"vfio-pci\"\n".to_owned(),

@@ -96,6 +96,49 @@ fn is_pci_address(text: &str) -> bool {
     crate::standard_attributes::is_pci_address(text)
 }
 
+/// What `check` prints of a resource that binds on demand: for each
+/// device, the IOMMU group a claim would bind and its functions, or why
+/// the host would refuse it now.
+pub(crate) fn plan_lines(resource: &Resource, set: &DeviceSet) -> Vec<String> {
+    let spec = resource.spec();
+    let Some(passthrough) = &spec.config.passthrough else {
+        return Vec::new();
+    };
+    let binder = Binder::new(resource.root().path(), BindSettings::default());
+    let mut lines = Vec::new();
+    for device in set.devices() {
+        for function in pci_functions(device) {
+            let line = match binder.plan(&function, &passthrough.bind_driver, &|_| None) {
+                Ok(plan) => {
+                    let moves: Vec<String> = plan
+                        .moves()
+                        .map(|f| {
+                            format!(
+                                "{} ({})",
+                                f.address,
+                                f.driver.as_deref().unwrap_or("no driver")
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "passthrough {}: IOMMU group {} binds to {} on allocation: {}",
+                        device.id(),
+                        plan.group,
+                        plan.target,
+                        moves.join(", ")
+                    )
+                }
+                Err(refusal) => format!(
+                    "passthrough {}: the host would refuse to bind it now: {refusal}",
+                    device.id()
+                ),
+            };
+            lines.push(line);
+        }
+    }
+    lines
+}
+
 /// Why a claim's devices were not bound.
 #[derive(Debug, thiserror::Error)]
 pub enum BindFailure {

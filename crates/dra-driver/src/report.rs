@@ -66,6 +66,7 @@ pub fn dra_report(resource: &Resource, driver: &str) -> Result<DraReport, DraErr
     };
     let mut layout = layout;
     layout.extend(slice_lines(driver, &content));
+    layout.extend(crate::passthrough::plan_lines(resource, &set));
     problems.extend(
         wdp_dra_client::validate_pool(driver, &content, ServerVersion::V1_34)
             .problems
