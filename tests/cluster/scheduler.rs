@@ -70,7 +70,9 @@ impl GpuNode {
     }
 
     /// Prepares `claim` (a ResourceClaim object) through the DRA kubelet
-    /// stand-in; returns the CDI device IDs the host answered.
+    /// stand-in; returns the CDI device IDs the host answered for its
+    /// devices, after checking that the device metadata mount (KEP-5304)
+    /// of its one request is answered with them.
     async fn prepare(&self, claim: &Value) -> Vec<String> {
         let meta = &claim["metadata"];
         let reference = ClaimRef::new(
@@ -86,11 +88,13 @@ impl GpuNode {
         let devices = outcome.claims[&reference.uid]
             .clone()
             .unwrap_or_else(|e| panic!("{e}\n{}", self.host.log()));
-        devices
+        let (mounts, ids): (Vec<String>, Vec<String>) = devices
             .iter()
             .inspect(|d| assert_eq!(d.pool_name, self.node.name))
             .flat_map(|d| d.cdi_device_ids.clone())
-            .collect()
+            .partition(|id| id.contains(&format!("={}_metadata_", reference.uid)));
+        assert_eq!(mounts.len(), 1, "{mounts:?}\n{}", self.host.log());
+        ids
     }
 }
 

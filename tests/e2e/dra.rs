@@ -203,7 +203,9 @@ fn put_claim_of(api: &FakeApiServer, name: &str, devices: &[&str]) -> ClaimRef {
     ClaimRef::new("default", name, stored.metadata.uid.as_deref().unwrap())
 }
 
-/// Prepares `claim`; returns its CDI device IDs, sorted.
+/// Prepares `claim`; returns its devices' CDI IDs, sorted, after checking
+/// that the device metadata mount of its one request (KEP-5304) is
+/// answered with them.
 async fn prepare(dra: &Dra, plugin: &Plugin, claim: &ClaimRef) -> Vec<String> {
     let outcome = dra
         .kubelet
@@ -219,6 +221,10 @@ async fn prepare(dra: &Dra, plugin: &Plugin, claim: &ClaimRef) -> Vec<String> {
         .inspect(|d| assert_eq!(d.pool_name, NODE))
         .flat_map(|d| d.cdi_device_ids.clone())
         .collect();
+    let mount = format!("{RESOURCE}={}_metadata_hot", claim.uid);
+    let mounts = ids.iter().filter(|id| **id == mount).count();
+    assert_eq!(mounts, 1, "{mount} once in {ids:?}\n{}", plugin.log());
+    ids.retain(|id| *id != mount);
     ids.sort();
     ids
 }
@@ -297,11 +303,31 @@ async fn dra_prepare_writes_a_cdi_spec_idempotently_and_unprepare_removes_it() {
         .collect();
     let name = ids[0].split_once('=').unwrap().1;
     assert!(cdi_names.contains(&name), "{name} not in {cdi_names:?}");
+    // The spec mounts the claim's device metadata file (KEP-5304), which
+    // names the claim, until the unprepare.
+    let mount = &spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == format!("{}_metadata_hot", claim.uid))
+        .unwrap_or_else(|| panic!("no metadata mount in {spec}"))["containerEdits"]["mounts"][0];
+    assert_eq!(
+        mount["containerPath"],
+        "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/one/hot/hot.e2e.example.com-metadata.json"
+    );
+    let metadata = PathBuf::from(mount["hostPath"].as_str().unwrap());
+    let text = std::fs::read_to_string(&metadata).unwrap();
+    assert!(text.contains(&claim.uid), "{text}");
 
     // The kubelet may call again: the same answer.
     assert_eq!(prepare(&dra, &plugin, &claim).await, ids);
     unprepare(&dra, &claim).await;
     assert!(!path.exists(), "unprepare leaves {}", path.display());
+    assert!(
+        !metadata.exists(),
+        "unprepare leaves {}",
+        metadata.display()
+    );
     // Unprepare is idempotent too.
     unprepare(&dra, &claim).await;
 }
