@@ -6,9 +6,10 @@
 //! to anything but empty, `0`, `false` or `no`) gets the taint
 //! `degraded=<what it reported>` with effect `degraded-effect` (default
 //! `none`: the device stays in service, the taint only informs; Kubernetes
-//! 1.35+). `notes = N` adds N informational taints `note-1` … `note-N`
-//! (effect `none`) to every device: a knob for trying the host's limits
-//! (16 taints a device on 1.35+, 4 on 1.34, the health taint included).
+//! 1.35+). `notes = N` adds N taints `note-1=info` … `note-N=info` (effect
+//! `notes-effect`, default `none`) to every device: a knob for trying the
+//! host's limits (16 taints a device on 1.35+, 4 on 1.34, the health taint
+//! included).
 //!
 //! `passthrough`: refuses to bind an IOMMU group holding a function bound
 //! to one of `refuse-drivers` (default `nvme,ahci`: the node's own disks)
@@ -23,6 +24,7 @@
 //! degraded-attribute = "degraded"   # candidate attribute to read
 //! degraded-effect = "none"          # none | no-schedule | no-execute
 //! notes = 0                         # informational taints per device
+//! notes-effect = "none"             # none | no-schedule | no-execute
 //! refuse-drivers = "nvme,ahci"
 //! refuse-classes = "0x01"
 //! ```
@@ -40,16 +42,22 @@ const MAX_LABEL_VALUE: usize = 63;
 
 struct VfioGuard;
 
-/// A `degraded-effect` setting as a taint effect.
-fn effect(text: &str) -> Result<TaintEffectV2, String> {
-    match text {
+/// The effect setting `key` (default `none`).
+fn effect(config: &Config, key: &str) -> Result<TaintEffectV2, String> {
+    match config.get_or(key, "none") {
         "none" => Ok(TaintEffectV2::None),
         "no-schedule" => Ok(TaintEffectV2::NoSchedule),
         "no-execute" => Ok(TaintEffectV2::NoExecute),
         other => Err(format!(
-            "degraded-effect = {other:?}: expected none, no-schedule or no-execute"
+            "{key} = {other:?}: expected none, no-schedule or no-execute"
         )),
     }
+}
+
+/// What `notes` asks for: how many, with which effect.
+struct Notes {
+    count: u32,
+    effect: TaintEffectV2,
 }
 
 /// Whether a reported value says the device is degraded.
@@ -88,7 +96,7 @@ fn device_taints(
     device: &DeviceFacts,
     attribute: &str,
     degraded_effect: TaintEffectV2,
-    notes: u32,
+    notes: &Notes,
 ) -> Vec<DeviceTaintV2> {
     let mut taints = Vec::new();
     let reported = device
@@ -102,11 +110,11 @@ fn device_taints(
             degraded_effect,
         ));
     }
-    for n in 1..=notes {
+    for n in 1..=notes.count {
         taints.push(DeviceTaintV2::new(
             format!("note-{n}"),
             "info",
-            TaintEffectV2::None,
+            notes.effect,
         ));
     }
     taints
@@ -115,13 +123,16 @@ fn device_taints(
 /// Every device's taints under `config`; devices without any are left out.
 fn taints_of(config: &Config, devices: &[DeviceFacts]) -> Result<Vec<TaintedV2>, String> {
     let attribute = config.get_or("degraded-attribute", DEFAULT_DEGRADED_ATTRIBUTE);
-    let degraded_effect = effect(config.get_or("degraded-effect", "none"))?;
-    let notes: u32 = config.parse("notes")?.unwrap_or(0);
+    let degraded_effect = effect(config, "degraded-effect")?;
+    let notes = Notes {
+        count: config.parse("notes")?.unwrap_or(0),
+        effect: effect(config, "notes-effect")?,
+    };
     Ok(devices
         .iter()
         .map(|device| TaintedV2 {
             id: device.device.id.clone(),
-            taints: device_taints(device, attribute, degraded_effect, notes),
+            taints: device_taints(device, attribute, degraded_effect, &notes),
         })
         .filter(|tainted| !tainted.taints.is_empty())
         .collect())

@@ -11,6 +11,7 @@ mod dra;
 mod dra_metadata;
 mod dra_partitions;
 mod dra_reboot;
+mod dra_taints;
 mod guest_threads;
 mod last_good;
 mod passthrough;
