@@ -7,7 +7,8 @@
 //! devices (names, attributes, health taints) a ResourceSlice carries,
 //! `standard_attributes` the `resource.kubernetes.io/` attributes among them;
 //! `publish` keeps the driver's slices following the device set
-//! ([`SliceSync`]); `health` serves the kubelet's `DRAResourceHealth`
+//! ([`SliceSync`]), with `taint_fit` fitting a guest's taints to the API
+//! server's version (the `None` effect, taints a device); `health` serves the kubelet's `DRAResourceHealth`
 //! stream ([`HealthService`]); `checkpoint` is the on-disk record of
 //! prepared claims, shared with a second instance during a rolling update,
 //! and `shared_checkpoint` how concurrent claims read and write it (group
