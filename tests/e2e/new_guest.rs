@@ -405,8 +405,8 @@ fn bad_input_is_refused_and_nothing_is_written() {
     assert_eq!(
         exports,
         [
-            "    export wasm-device-plugin:policy/discovery@0.1.2;",
-            "    export wasm-device-plugin:policy/pre-start@0.1.2;"
+            "    export wasm-device-plugin:policy/discovery@0.1.3;",
+            "    export wasm-device-plugin:policy/pre-start@0.1.3;"
         ],
         "hooks in WIT order, once each"
     );

@@ -64,7 +64,7 @@ fn parse_hook(text: &str) -> Result<Hook, String> {
         Ok(hook)
     } else {
         Err(format!(
-            "the {hook} hook (DRA only) has no scaffold: start from guests/gpu-partitions (Rust) or guests/polyglot/*/sriov* (Python, JavaScript, C)"
+            "the {hook} hook (DRA only) has no scaffold: start from guests/gpu-partitions or guests/vfio-guard (Rust: device-taints-v2, passthrough) or guests/polyglot/*/sriov* (Python, JavaScript, C)"
         ))
     }
 }

@@ -71,7 +71,8 @@ pub(super) fn commands(lang: Lang, name: &str) -> [String; 3] {
 }
 
 /// The hooks a project can be scaffolded with (the DRA hooks of WIT 0.1.2
-/// have examples instead: `guests/gpu-partitions`, `guests/polyglot`).
+/// and 0.1.3 have examples instead: `guests/gpu-partitions`,
+/// `guests/vfio-guard`, `guests/polyglot`).
 pub(super) const SCAFFOLDED: [Hook; 5] = [
     Hook::Discovery,
     Hook::Health,
@@ -169,11 +170,14 @@ fn javascript_files(hooks: &[Hook], fill: &dyn Fn(&str) -> String) -> Vec<(Strin
         .iter()
         .any(|h| matches!(h, Hook::Health | Hook::PreStart))
     {
-        "\nimport { log } from 'wasm-device-plugin:policy/host@0.1.2';\n"
+        format!(
+            "\nimport {{ log }} from 'wasm-device-plugin:policy/host@{}';\n",
+            wit_version()
+        )
     } else {
-        ""
+        String::new()
     };
-    let mut source = fill(include_str!("javascript/guest.js")).replace("{{imports}}", imports);
+    let mut source = fill(include_str!("javascript/guest.js")).replace("{{imports}}", &imports);
     for hook in hooks {
         source.push_str(match hook {
             Hook::Discovery => include_str!("javascript/discovery.js"),
@@ -240,7 +244,7 @@ fn polyglot_js_versions() -> (String, String) {
     )
 }
 
-/// The WIT package version of the contract, e.g. `0.1.2`.
+/// The WIT package version of the contract, e.g. `0.1.3`.
 fn wit_version() -> &'static str {
     POLICY_WIT
         .lines()
