@@ -14,4 +14,5 @@ mod control_plane;
 mod handovers;
 mod kubelet;
 mod node;
+mod passthrough;
 mod scheduler;
