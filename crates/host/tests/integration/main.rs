@@ -15,6 +15,7 @@ mod dra_taints;
 mod guest_threads;
 mod last_good;
 mod passthrough;
+mod passthrough_guest;
 mod pinned;
 mod refusals;
 mod serving;
