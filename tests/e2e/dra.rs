@@ -14,7 +14,7 @@ use crate::support::{Plugin, World, binary, free_addr, http_get, name_of, read_c
 
 const RESOURCE: &str = "e2e.example.com/hot";
 const DRIVER: &str = "hot.e2e.example.com";
-const NODE: &str = "node-e2e";
+pub(crate) const NODE: &str = "node-e2e";
 /// The fixture's device nodes (one DRA device each) and the companion.
 const DEVICES: [&str; 2] = ["/dev/hot0", "/dev/hot1"];
 const COMPANION: &str = "/dev/ctl0";
@@ -24,9 +24,9 @@ const LONG: std::time::Duration = std::time::Duration::from_secs(30);
 /// A world with the fixture nodes and a DRA resource file, the fake API
 /// server and the simulated kubelet (which wipes the node's slices when it
 /// starts, as the kubelet does).
-struct Dra {
-    world: World,
-    api: Arc<FakeApiServer>,
+pub(crate) struct Dra {
+    pub(crate) world: World,
+    pub(crate) api: Arc<FakeApiServer>,
     kubelet: SimDraKubelet,
 }
 
@@ -37,14 +37,21 @@ impl Dra {
             world.add_node(node);
         }
         world.write_config(
-            "host.toml",
-            "version = 1\npoll-interval-ms = 50\nreload-debounce-ms = 20\n",
-        );
-        world.write_config(
             "hot.toml",
             &format!(
                 "version = 1\nresource = \"{RESOURCE}\"\napi = \"dra\"\ndriver = \"{DRIVER}\"\n[[nodes]]\npath = \"/dev/hot*\"\n[[companion-nodes]]\npath = \"{COMPANION}\"\n"
             ),
+        );
+        Self::in_world(world, extra_config).await
+    }
+
+    /// `world` (its host root and resource files made) with `host.toml`
+    /// and `extra_config` written, the fake API server holding node
+    /// [`NODE`] and the simulated DRA kubelet.
+    pub(crate) async fn in_world(world: World, extra_config: &[(&str, &str)]) -> Self {
+        world.write_config(
+            "host.toml",
+            "version = 1\npoll-interval-ms = 50\nreload-debounce-ms = 20\n",
         );
         for (name, text) in extra_config {
             world.write_config(name, text);
@@ -82,7 +89,7 @@ impl Dra {
         self.world.tmp.path().join("cdi")
     }
 
-    fn spawn(&self, extra: &[&str]) -> Plugin {
+    pub(crate) fn spawn(&self, extra: &[&str]) -> Plugin {
         let args = run_args(self, &self.world.config());
         let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
         args.extend_from_slice(extra);

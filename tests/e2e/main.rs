@@ -17,6 +17,7 @@ mod least_privilege;
 mod new_guest;
 mod ops;
 mod package;
+mod passthrough;
 mod plugin_watcher;
 mod polyglot;
 mod polyglot_dra;

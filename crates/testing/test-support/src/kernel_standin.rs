@@ -223,6 +223,14 @@ impl KernelStandin {
         self.inner.lock().held.clone()
     }
 
+    /// Forgets the held probes without carrying them out: what a probe
+    /// never written looks like (its writer was killed first). Probes are
+    /// still held from now on.
+    pub fn discard_held_probes(&self) {
+        self.inner.lock().held.clear();
+        self.inner.bump();
+    }
+
     /// Stops holding probes and carries out the held ones.
     pub fn release_probes(&self) {
         let held = {
