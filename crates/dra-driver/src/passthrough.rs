@@ -195,10 +195,7 @@ impl PassthroughBinds {
             driver: driver.to_owned(),
             binder: Arc::new(Binder::new(
                 resource.root().path(),
-                BindSettings {
-                    deadline,
-                    ..BindSettings::default()
-                },
+                BindSettings { deadline },
             )),
             journal,
         }
