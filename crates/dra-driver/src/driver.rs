@@ -365,6 +365,7 @@ pub(crate) fn claim_service(
                 .passthrough
                 .as_ref()
                 .map_or(wdp_config::DEFAULT_BIND_TIMEOUT, |p| p.bind_timeout),
+            Arc::clone(metrics),
         ))
         .with_device_metadata(MetadataWriter::new(
             metadata_root(&paths.plugins_dir, driver),

@@ -55,6 +55,42 @@ pub struct DraClaimResultLabels {
     pub result: String,
 }
 
+/// Label set: the DRA driver, a passthrough operation and its outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassthroughLabels {
+    /// The DRA driver name.
+    pub driver: String,
+    /// `bind` (an IOMMU group to the resource's `bind-driver`) or
+    /// `restore` (back to the drivers it had).
+    pub operation: String,
+    /// `success`, `refused` (by the host or a guest; nothing moved) or
+    /// `failure` (undone, or for a restore: the group is left where it
+    /// was and the next unprepare tries again).
+    pub result: String,
+}
+
+/// How one passthrough bind or restore ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PassthroughOutcome {
+    /// Done.
+    Success,
+    /// Refused by the host or a guest before anything moved.
+    Refused,
+    /// Failed or timed out.
+    Failure,
+}
+
+impl PassthroughOutcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Refused => "refused",
+            Self::Failure => "failure",
+        }
+    }
+}
+
 /// What the kubelet asked a DRA driver to do with one claim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DraOperation {
@@ -97,6 +133,10 @@ pub struct DraMetrics {
     /// `wasm_device_plugin_dra_driver_info`: 1 per resource served as a DRA
     /// driver.
     pub driver_info: Family<ResourceDriverLabels, Gauge>,
+    /// `wasm_device_plugin_dra_passthrough_operations_total`.
+    pub passthrough: Family<PassthroughLabels, Counter>,
+    /// `wasm_device_plugin_dra_passthrough_duration_seconds`.
+    pub passthrough_duration: Family<DraClaimLabels, Histogram>,
     /// The RPC and registration families, registered by their owner.
     pub kubelet: Arc<KubeletMetrics>,
 }
@@ -113,6 +153,8 @@ impl DraMetrics {
             published_generation: Family::default(),
             published_slices: Family::default(),
             driver_info: Family::default(),
+            passthrough: Family::default(),
+            passthrough_duration: Family::new_with_constructor(latency_histogram as fn() -> _),
             kubelet,
         };
         registry.register(
@@ -150,7 +192,43 @@ impl DraMetrics {
             "1 for each resource served as a DRA driver, by resource and driver (it has no ListAndWatch stream)",
             metrics.driver_info.clone(),
         );
+        registry.register(
+            "dra_passthrough_operations",
+            "IOMMU groups bound to a resource's [passthrough] driver for a claim (operation bind) or back to their drivers (restore), by driver and result (success, refused, failure)",
+            metrics.passthrough.clone(),
+        );
+        registry.register(
+            "dra_passthrough_duration_seconds",
+            "Time to bind one IOMMU group to the [passthrough] driver, or back (its `operation` label: bind or restore)",
+            metrics.passthrough_duration.clone(),
+        );
         Arc::new(metrics)
+    }
+
+    /// Counts one passthrough bind or restore of `driver` (`operation`:
+    /// `bind` or `restore`) and, unless refused, how long it took.
+    pub fn observe_passthrough(
+        &self,
+        driver: &str,
+        operation: &str,
+        outcome: PassthroughOutcome,
+        elapsed: Duration,
+    ) {
+        if outcome != PassthroughOutcome::Refused {
+            self.passthrough_duration
+                .get_or_create(&DraClaimLabels {
+                    driver: driver.to_owned(),
+                    operation: operation.to_owned(),
+                })
+                .observe(elapsed.as_secs_f64());
+        }
+        self.passthrough
+            .get_or_create(&PassthroughLabels {
+                driver: driver.to_owned(),
+                operation: operation.to_owned(),
+                result: outcome.as_str().to_owned(),
+            })
+            .inc();
     }
 
     /// Counts one claim of a `NodePrepareResources` or

@@ -47,6 +47,7 @@ use wdp_resource::{AdvertisedDevice, DeviceSet, Resource};
 use crate::api_port::ApiPort;
 use crate::checkpoint::PreparedClaim;
 use crate::claim::{ClaimRef, StatusWrite};
+use crate::metrics::{DraMetrics, PassthroughLabels, PassthroughOutcome};
 use crate::prepare::ClaimPreparer;
 
 /// The binding condition of a passthrough device: `True` once its IOMMU
@@ -55,6 +56,10 @@ pub const BOUND_CONDITION: &str = "PassthroughBound";
 /// Its failure condition: `True` when the host or a guest refused the bind
 /// or it failed; the scheduler then gives the allocation up.
 pub const BIND_FAILED_CONDITION: &str = "PassthroughBindFailed";
+
+/// The `operation` label of a bind, and of a restore.
+const BIND: &str = "bind";
+const RESTORE: &str = "restore";
 
 /// The fact holding a PCI function's address.
 const PCI_ADDRESS_FACT: &str = "pci.address";
@@ -180,17 +185,37 @@ pub struct PassthroughBinds {
     /// The journal, or why it cannot be read (then nothing is bound, and
     /// nothing restored, until it is mended and the host restarted).
     journal: Result<Arc<FileJournal>, String>,
+    /// Counts binds and restores.
+    metrics: Arc<DraMetrics>,
 }
 
 impl PassthroughBinds {
     /// The binds of `driver` reading hardware where `resource` does, with
-    /// the journal under `state_dir`; one group's bind may take `deadline`.
-    pub fn open(driver: &str, resource: &Resource, state_dir: &Path, deadline: Duration) -> Self {
+    /// the journal under `state_dir`; one group's bind may take `deadline`;
+    /// counted in `metrics`.
+    pub fn open(
+        driver: &str,
+        resource: &Resource,
+        state_dir: &Path,
+        deadline: Duration,
+        metrics: Arc<DraMetrics>,
+    ) -> Self {
         let path = journal_path(state_dir, driver);
         let journal = FileJournal::open(&path).map(Arc::new).map_err(|error| {
             tracing::error!(driver, journal = %path.display(), %error, "cannot read the bind journal: no device is bound or bound back until it is mended (or removed, after binding the groups it names back by hand) and the host restarted");
             error.to_string()
         });
+        if resource.spec().config.passthrough.is_some() {
+            // At zero from the start: an alert's `increase()` sees the first
+            // failure only on a series that existed before it.
+            for operation in [BIND, RESTORE] {
+                let _ = metrics.passthrough.get_or_create(&PassthroughLabels {
+                    driver: driver.to_owned(),
+                    operation: operation.to_owned(),
+                    result: PassthroughOutcome::Failure.as_str().to_owned(),
+                });
+            }
+        }
         Self {
             driver: driver.to_owned(),
             binder: Arc::new(Binder::new(
@@ -198,7 +223,13 @@ impl PassthroughBinds {
                 BindSettings { deadline },
             )),
             journal,
+            metrics,
         }
+    }
+
+    fn count(&self, operation: &str, outcome: PassthroughOutcome, started: Instant) {
+        self.metrics
+            .observe_passthrough(&self.driver, operation, outcome, started.elapsed());
     }
 
     fn journal(&self) -> Result<Arc<FileJournal>, BindFailure> {
@@ -278,10 +309,14 @@ impl PassthroughBinds {
             let binder = Arc::clone(&self.binder);
             let address = function.clone();
             let others = others.clone();
+            let started = Instant::now();
             let plan =
                 blocking(move || binder.plan(&address, &target, &|f: &str| others.get(f).cloned()))
                     .await?
-                    .map_err(BindError::from)?;
+                    .map_err(|refusal| {
+                        self.count(BIND, PassthroughOutcome::Refused, started);
+                        BindError::from(refusal)
+                    })?;
             if bound.iter().any(|g| g.group == plan.group) {
                 continue;
             }
@@ -294,13 +329,24 @@ impl PassthroughBinds {
                 resource
                     .may_bind(&bind_request(claim, device_id, &plan))
                     .await
-                    .map_err(|e| BindFailure::Guest(e.to_string()))?;
+                    .map_err(|e| {
+                        self.count(BIND, PassthroughOutcome::Refused, started);
+                        BindFailure::Guest(e.to_string())
+                    })?;
             }
             let binder = Arc::clone(&self.binder);
             let journal = Arc::clone(&journal);
             let uid = claim.uid.clone();
-            let started = Instant::now();
-            let group = blocking(move || binder.bind(&uid, &plan, journal.as_ref())).await??;
+            let bound_now = blocking(move || binder.bind(&uid, &plan, journal.as_ref())).await?;
+            if !held_here {
+                let outcome = match &bound_now {
+                    Ok(_) => PassthroughOutcome::Success,
+                    Err(BindError::Refused(_)) => PassthroughOutcome::Refused,
+                    Err(_) => PassthroughOutcome::Failure,
+                };
+                self.count(BIND, outcome, started);
+            }
+            let group = bound_now?;
             tracing::info!(driver = %self.driver, %claim, device = device_id, group = %group.group, to = %passthrough.bind_driver, took_ms = started.elapsed().as_millis(), "IOMMU group bound");
             bound.push(group);
         }
@@ -322,10 +368,16 @@ impl PassthroughBinds {
             let journal = Arc::clone(&journal);
             let group = record.group.clone();
             let started = Instant::now();
-            blocking(move || binder.restore(&record, journal.as_ref()))
+            let restored = blocking(move || binder.restore(&record, journal.as_ref()))
                 .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| format!("IOMMU group {group}: {e}"))?;
+                .map_err(|e| e.to_string())?;
+            let outcome = if restored.is_ok() {
+                PassthroughOutcome::Success
+            } else {
+                PassthroughOutcome::Failure
+            };
+            self.count(RESTORE, outcome, started);
+            restored.map_err(|e| format!("IOMMU group {group}: {e}"))?;
             tracing::info!(driver = %self.driver, claim = claim_uid, group, took_ms = started.elapsed().as_millis(), "IOMMU group bound back to its previous drivers");
         }
         resource.request_refresh();

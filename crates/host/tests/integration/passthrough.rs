@@ -74,7 +74,7 @@ fn vfio_node(w: &DraWorld, group: &str) -> std::path::PathBuf {
 async fn an_allocated_claim_gets_its_group_bound_then_its_vfio_nodes_then_its_driver_back() {
     let w = DraWorld::new(PASSTHROUGH).await;
     let kernel = KernelStandin::start(&w.world.root());
-    let (_host, endpoint) = w.serving().await;
+    let (host, endpoint) = w.serving().await;
 
     // Every device names the condition the scheduler waits for.
     for slice in w.api.slices_of(NODE, DRIVER) {
@@ -134,6 +134,19 @@ async fn an_allocated_claim_gets_its_group_bound_then_its_vfio_nodes_then_its_dr
     assert!(error.is_empty(), "{error}");
     assert_eq!(kernel.driver(GPU_A).as_deref(), Some("nvidia"));
     assert!(!vfio_node(&w, GROUP_A).exists());
+
+    // One bind and one restore, counted; the failure series at zero.
+    let metrics = host.metrics().encode();
+    for (operation, result, count) in [
+        ("bind", "success", 1),
+        ("restore", "success", 1),
+        ("restore", "failure", 0),
+    ] {
+        let series = format!(
+            "wasm_device_plugin_dra_passthrough_operations_total{{driver=\"{DRIVER}\",operation=\"{operation}\",result=\"{result}\"}} {count}"
+        );
+        assert!(metrics.contains(&series), "{series}\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
