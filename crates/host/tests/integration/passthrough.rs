@@ -254,3 +254,33 @@ async fn binds_hold_across_a_restart_and_a_bind_cut_short_is_undone_at_start() {
         serde_json::from_slice(&std::fs::read(&journal).unwrap()).unwrap();
     assert_eq!(left["groups"], serde_json::json!([]), "{left}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_bind_journal_refuses_binds_naming_it_and_the_host_keeps_serving() {
+    let w = DraWorld::new(PASSTHROUGH).await;
+    let journal = journal_path(&w.options().state_dir, DRIVER);
+    std::fs::create_dir_all(journal.parent().unwrap()).unwrap();
+    std::fs::write(&journal, "{\"version\": 1, \"groups\": [{\"group\": ").unwrap();
+    let kernel = KernelStandin::start(&w.world.root());
+    let (_host, endpoint) = w.serving().await;
+
+    let gpu_a = name_of(GPU_A);
+    let stored = w.api.put_claim(waiting_claim("vm-a", &[&gpu_a]));
+    let message = wait_condition(&w, "vm-a", &gpu_a, BIND_FAILED_CONDITION).await;
+    assert!(
+        message.contains(&journal.display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("damaged"), "{message}");
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("nvidia"));
+    // The file is left as it was, for the operator to look at.
+    assert!(
+        std::fs::read_to_string(&journal)
+            .unwrap()
+            .ends_with("\"group\": ")
+    );
+    // Prepare says the same, naming the claim; the driver keeps serving.
+    let answer = prepare_one(&endpoint, &stored).await;
+    assert!(answer.error.contains("vm-a"), "{}", answer.error);
+    assert!(answer.error.contains("damaged"), "{}", answer.error);
+}
