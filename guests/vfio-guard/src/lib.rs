@@ -192,4 +192,49 @@ mod tests {
         assert!(!is_degraded(" 0 "));
         assert!(is_degraded("1"));
     }
+
+    fn function(address: &str, driver: Option<&str>, class: &str) -> wdp_guest_sdk::PciFunction {
+        wdp_guest_sdk::PciFunction {
+            address: address.into(),
+            driver: driver.map(str::to_owned),
+            attributes: vec![("class".into(), class.into())],
+        }
+    }
+
+    fn request(functions: Vec<wdp_guest_sdk::PciFunction>) -> BindRequest {
+        BindRequest {
+            claim: "vm/a".into(),
+            claim_uid: "u".into(),
+            device_id: "0000:17:00.0".into(),
+            driver: "vfio-pci".into(),
+            iommu_group: "7".into(),
+            functions,
+        }
+    }
+
+    #[test]
+    fn binds_are_refused_by_driver_or_class_as_configured() {
+        let defaults = Config::from_pairs(Vec::new());
+        let gpu = request(vec![function("0000:17:00.0", Some("nvidia"), "0x030200")]);
+        assert_eq!(may_bind(&defaults, &gpu), Ok(()));
+        let disk = request(vec![function("0000:17:00.1", Some("nvme"), "0x010802")]);
+        let refusal = may_bind(&defaults, &disk).unwrap_err();
+        assert!(
+            refusal.contains("0000:17:00.1") && refusal.contains("nvme"),
+            "{refusal}"
+        );
+        let keep_gpus = Config::from_pairs(vec![("refuse-drivers".into(), "nvidia".into())]);
+        assert!(may_bind(&keep_gpus, &gpu).is_err());
+        assert_eq!(may_bind(&defaults, &request(Vec::new())), Ok(()));
+    }
+
+    #[test]
+    fn a_bad_effect_setting_is_an_error_naming_the_key() {
+        let config = Config::from_pairs(vec![("notes-effect".into(), "evict".into())]);
+        let error = taints_of(&config, &[]).unwrap_err();
+        assert!(
+            error.contains("notes-effect") && error.contains("evict"),
+            "{error}"
+        );
+    }
 }
