@@ -201,15 +201,26 @@ impl ServerFit {
     /// The DRA devices of `set` for `driver`, the guest's taints fitted to
     /// the server; what did not fit is logged (WARN) once per change.
     pub(crate) fn devices(&mut self, driver: &str, set: &DeviceSet) -> DraDeviceList {
+        let (list, news) = self.fitted(driver, set);
+        for problem in &news {
+            tracing::warn!(driver = %driver, "{problem}");
+        }
+        list
+    }
+
+    /// The DRA devices of `set`, the guest's taints fitted, and what to
+    /// log: every problem when they differ from those logged last, else
+    /// nothing (a poll that changes nothing logs nothing).
+    fn fitted(&mut self, driver: &str, set: &DeviceSet) -> (DraDeviceList, Vec<TaintProblem>) {
         let limits = self.version.map(TaintLimits::of);
         let (extras, problems) = self.fit.fit(set.dra(), limits);
-        if problems != self.logged {
-            for problem in &problems {
-                tracing::warn!(driver = %driver, "{problem}");
-            }
-            self.logged = problems;
-        }
-        dra_devices_with(driver, set, &extras)
+        let news = if problems == self.logged {
+            Vec::new()
+        } else {
+            self.logged.clone_from(&problems);
+            problems
+        };
+        (dra_devices_with(driver, set, &extras), news)
     }
 
     /// Takes the server's version from a publisher's `status`: true when

@@ -165,3 +165,82 @@ fn a_device_never_good_keeps_no_guest_taint_and_a_new_version_starts_afresh() {
     assert_eq!(fitted.taints["a"], notes(5));
     assert!(problems.is_empty());
 }
+
+/// Two GPUs whose guest gave each a `None` taint and a `NoSchedule` one,
+/// GPU `b` unhealthy.
+fn guest_tainted_set() -> DeviceSet {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use wdp_policy::types::{Device, Verdict};
+    let devices: Vec<Device> = ["a", "b"]
+        .iter()
+        .map(|id| Device {
+            id: (*id).into(),
+            candidates: vec![(*id).into()],
+            ..Device::default()
+        })
+        .collect();
+    let verdicts = BTreeMap::from([(
+        "b".to_owned(),
+        Verdict {
+            id: "b".into(),
+            healthy: false,
+            reason: "gone".into(),
+        },
+    )]);
+    let taints = vec![
+        taint("degraded", TaintEffectV2::None),
+        taint("ecc", TaintEffectV2::NoSchedule),
+    ];
+    DeviceSet::build(&devices, &verdicts, &BTreeMap::new())
+        .with_dra(Arc::new(extras(&[("a", taints.clone()), ("b", taints)])))
+}
+
+fn status(version: ServerVersion) -> PublishStatus {
+    PublishStatus {
+        server_version: Some(version),
+        ..PublishStatus::default()
+    }
+}
+
+#[test]
+fn the_publishing_loop_fits_once_the_version_is_known_and_logs_once_per_change() {
+    use wdp_dra_client::TaintEffect;
+    const DRIVER: &str = "gpu.example.com";
+    let set = guest_tainted_set();
+    let mut fit = ServerFit::default();
+    // Before the version: as the guest gave them, nothing to log.
+    let (list, news) = fit.fitted(DRIVER, &set);
+    assert_eq!(list.devices[0].taints.len(), 2);
+    assert!(news.is_empty());
+    assert!(!fit.learn(&PublishStatus::default()));
+
+    assert!(fit.learn(&status(ServerVersion::V1_34)));
+    assert!(!fit.learn(&status(ServerVersion::V1_34)), "known already");
+    let (list, news) = fit.fitted(DRIVER, &set);
+    let effects = |i: usize| -> Vec<(String, TaintEffect)> {
+        list.devices[i]
+            .taints
+            .iter()
+            .map(|t| (t.key.clone(), t.effect))
+            .collect()
+    };
+    assert_eq!(
+        effects(0),
+        [("gpu.example.com/ecc".to_owned(), TaintEffect::NoSchedule)]
+    );
+    // The unhealthy GPU: the guest's taint, then the health taint.
+    assert_eq!(effects(1).len(), 2);
+    assert_eq!(effects(1)[1].0, "gpu.example.com/unhealthy");
+    assert_eq!(news.len(), 2, "one per device: {news:?}");
+    // The next poll with the same answer logs nothing.
+    let (_, news) = fit.fitted(DRIVER, &set);
+    assert!(news.is_empty(), "{news:?}");
+
+    // A 1.35 server takes them all.
+    assert!(fit.learn(&status(ServerVersion::V1_35)));
+    let (list, news) = fit.fitted(DRIVER, &set);
+    assert_eq!(list.devices[0].taints[0].effect, TaintEffect::None);
+    assert_eq!(list.devices[1].taints.len(), 3);
+    assert!(news.is_empty(), "{news:?}");
+}
