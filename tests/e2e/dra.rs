@@ -214,6 +214,16 @@ fn put_claim_of(api: &FakeApiServer, name: &str, devices: &[&str]) -> ClaimRef {
 /// that the device metadata mount of its one request (KEP-5304) is
 /// answered with them.
 async fn prepare(dra: &Dra, plugin: &Plugin, claim: &ClaimRef) -> Vec<String> {
+    let (ids, mounts) = prepare_split(dra, plugin, claim).await;
+    let mount = format!("{RESOURCE}={}_metadata_hot", claim.uid);
+    assert_eq!(mounts, [mount], "{ids:?}\n{}", plugin.log());
+    ids
+}
+
+/// Prepares `claim`; returns its devices' CDI IDs, sorted, and apart the
+/// device metadata mounts answered with them (none from a release before
+/// device metadata, or for a claim it prepared).
+async fn prepare_split(dra: &Dra, plugin: &Plugin, claim: &ClaimRef) -> (Vec<String>, Vec<String>) {
     let outcome = dra
         .kubelet
         .prepare(DRIVER, std::slice::from_ref(claim))
@@ -223,17 +233,13 @@ async fn prepare(dra: &Dra, plugin: &Plugin, claim: &ClaimRef) -> Vec<String> {
     let devices = outcome.claims[&claim.uid]
         .clone()
         .unwrap_or_else(|e| panic!("{e}\n{}", plugin.log()));
-    let mut ids: Vec<String> = devices
+    let (mounts, mut ids): (Vec<String>, Vec<String>) = devices
         .iter()
         .inspect(|d| assert_eq!(d.pool_name, NODE))
         .flat_map(|d| d.cdi_device_ids.clone())
-        .collect();
-    let mount = format!("{RESOURCE}={}_metadata_hot", claim.uid);
-    let mounts = ids.iter().filter(|id| **id == mount).count();
-    assert_eq!(mounts, 1, "{mount} once in {ids:?}\n{}", plugin.log());
-    ids.retain(|id| *id != mount);
+        .partition(|id| id.contains(&format!("={}_metadata_", claim.uid)));
     ids.sort();
-    ids
+    (ids, mounts)
 }
 
 async fn unprepare(dra: &Dra, claim: &ClaimRef) {
@@ -630,7 +636,7 @@ async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_c
     dra.registered(&old, 1).await;
     dra.published(&old, published).await;
     let first = put_claim_of(&dra.api, "first", &["part-0-0"]);
-    let first_ids = prepare(&dra, &old, &first).await;
+    let first_ids = prepare_split(&dra, &old, &first).await.0;
 
     // Upgrade: this release starts beside it, takes the publishing over,
     // answers the old one's claim the same and prepares one of its own;
@@ -639,7 +645,7 @@ async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_c
     dra.registered(&new, 2).await;
     old.wait_for_log("a newer instance of the host publishes the ResourceSlices now")
         .await;
-    assert_eq!(prepare(&dra, &new, &first).await, first_ids);
+    assert_eq!(prepare_split(&dra, &new, &first).await.0, first_ids);
     let second = put_claim_of(&dra.api, "second", &["part-1-1"]);
     let second_ids = prepare(&dra, &new, &second).await;
     assert!(old.terminate().await.success(), "{}", old.log());
@@ -653,7 +659,7 @@ async fn dra_an_upgrade_from_the_previous_release_and_a_rollback_to_it_lose_no_c
     dra.registered(&back, 3).await;
     new.wait_for_log("a newer instance of the host publishes the ResourceSlices now")
         .await;
-    assert_eq!(prepare(&dra, &back, &second).await, second_ids);
+    assert_eq!(prepare_split(&dra, &back, &second).await.0, second_ids);
     assert!(new.terminate().await.success(), "{}", new.log());
     unprepare(&dra, &second).await;
     assert!(!spec_path(&dra, &second).exists(), "{}", back.log());
