@@ -9,7 +9,8 @@
 //!
 //! CDI specs of this resource's claims that the checkpoint does not record
 //! (the host stopped between writing a claim's spec and recording it) are
-//! removed once they are older than any prepare in progress can be.
+//! removed once they are older than any prepare in progress can be, and so
+//! are device metadata files no record names.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api_port::{ApiPort, ApiPortError};
 use crate::claim::ClaimRef;
+use crate::device_metadata;
 use crate::prepare::ClaimPreparer;
 
 /// A CDI spec younger than this may belong to a prepare in progress (the
@@ -43,6 +45,16 @@ pub async fn clean_up(
             }
             Err(error) => {
                 tracing::warn!(%driver, cdi_spec = %path.display(), %error, "cannot remove a claim's CDI spec that no prepared claim records")
+            }
+        }
+    }
+    for path in preparer.unrecorded_metadata(UNRECORDED_SPEC_AGE).await {
+        match device_metadata::remove_unrecorded_file(&path) {
+            Ok(()) => {
+                tracing::info!(%driver, device_metadata = %path.display(), "removed a claim's device metadata file that no prepared claim records (the host stopped while preparing it)")
+            }
+            Err(error) => {
+                tracing::warn!(%driver, %error, "cannot remove a claim's device metadata file that no prepared claim records")
             }
         }
     }

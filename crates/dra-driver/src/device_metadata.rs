@@ -32,7 +32,7 @@
 //! only their files. What was written is recorded in the checkpoint
 //! ([`MetadataRecord`]) and removed at unprepare, also by a later process.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -701,6 +701,49 @@ fn remove_own_file(file: &Path, uid: &str) -> Result<bool, MetadataError> {
         remove_empty_dir(dir);
     }
     Ok(true)
+}
+
+/// The metadata files under `root` that `recorded` does not hold (the
+/// host stopped between writing a claim's files and recording the claim)
+/// and last modified more than `age` ago (a prepare in progress, here or in
+/// the other instance of a rolling update, is younger).
+pub fn unrecorded_files(
+    root: &Path,
+    recorded: &BTreeSet<PathBuf>,
+    age: std::time::Duration,
+) -> Vec<PathBuf> {
+    let Ok(claims) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    claims
+        .flatten()
+        .filter_map(|claim| std::fs::read_dir(claim.path()).ok())
+        .flat_map(|requests| requests.flatten())
+        .map(|request| request.path().join(HOST_FILE_NAME))
+        .filter(|file| !recorded.contains(file))
+        .filter(|file| {
+            std::fs::symlink_metadata(file)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > age))
+        })
+        .collect()
+}
+
+/// Removes an unrecorded `file` and the request and claim folders it
+/// leaves empty.
+pub fn remove_unrecorded_file(file: &Path) -> Result<(), MetadataError> {
+    std::fs::remove_file(file).map_err(|source| MetadataError::Remove {
+        path: file.to_owned(),
+        source,
+    })?;
+    let request = file.parent();
+    if let Some(request) = request {
+        remove_empty_dir(request);
+    }
+    if let Some(claim) = request.and_then(Path::parent) {
+        remove_empty_dir(claim);
+    }
+    Ok(())
 }
 
 /// Removes `dir` if it is empty (anything else there stays).

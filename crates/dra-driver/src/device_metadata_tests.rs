@@ -493,3 +493,40 @@ fn a_record_round_trips_and_keeps_what_a_newer_host_added() {
         serde_json::from_str::<serde_json::Value>(text).unwrap()
     );
 }
+
+#[test]
+fn files_no_record_names_are_found_once_older_than_a_prepare_can_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = MetadataWriter::new(dir.path().to_owned(), DRIVER);
+    let write = |name: &'static str, uid: &'static str| {
+        let claim = ClaimIdentity {
+            name,
+            uid,
+            ..claim_identity(None)
+        };
+        writer
+            .write(claim, &[device("gpu", "gpu-0", "0000:03:00.0")])
+            .unwrap()
+    };
+    let (recorded, orphan, young) = (
+        write("recorded", "u1"),
+        write("orphan", "u2"),
+        write("young", "u3"),
+    );
+    let age = std::time::Duration::from_secs(300);
+    let long_ago = std::time::SystemTime::now() - 2 * age;
+    for record in [&recorded, &orphan] {
+        std::fs::File::options()
+            .write(true)
+            .open(&record.files[0].host_path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    }
+    let held = BTreeSet::from([recorded.files[0].host_path.clone()]);
+    let found = unrecorded_files(dir.path(), &held, age);
+    assert_eq!(found, [orphan.files[0].host_path.clone()]);
+    remove_unrecorded_file(&found[0]).unwrap();
+    assert!(!orphan.dir.exists(), "its folders go with it");
+    assert!(young.files[0].host_path.exists() && recorded.files[0].host_path.exists());
+}

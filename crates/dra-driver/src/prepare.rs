@@ -705,6 +705,25 @@ impl ClaimPreparer {
         Ok(())
     }
 
+    /// The device metadata files no prepared claim records, last modified
+    /// more than `age` ago (see `device_metadata::unrecorded_files`).
+    pub async fn unrecorded_metadata(&self, age: std::time::Duration) -> Vec<PathBuf> {
+        let Some(writer) = &self.metadata else {
+            return Vec::new();
+        };
+        let recorded = self
+            .checkpoint
+            .read()
+            .await
+            .claims()
+            .values()
+            .flat_map(|claim| claim.device_metadata.iter())
+            .flat_map(|metadata| &metadata.files)
+            .map(|file| file.host_path.clone())
+            .collect();
+        device_metadata::unrecorded_files(writer.root(), &recorded, age)
+    }
+
     /// Removes what a claim the checkpoint does not record left in its
     /// metadata folder (files naming its UID).
     fn remove_unrecorded_metadata(&self, claim: &ClaimRef) -> Result<(), String> {

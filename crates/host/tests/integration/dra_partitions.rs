@@ -155,6 +155,31 @@ async fn partitions_are_published_with_counters_created_at_prepare_and_removed_a
     assert_eq!(statuses[0]["conditions"][0]["type"], "Ready");
     assert_eq!(statuses[0]["conditions"][0]["status"], "True");
     assert_eq!(statuses[0]["data"]["profile"], "1g.10gb");
+    // Its device metadata file names the partition with the attributes its
+    // slice publishes: its own profile and its GPU's pciBusID.
+    let claim_dir = w
+        .world
+        .plugins()
+        .join(DRIVER)
+        .join("dra-device-metadata/default_mig");
+    let request = std::fs::read_dir(&claim_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let bytes = std::fs::read(request.path().join("metadata.json")).unwrap();
+    let object: serde_json::Value = serde_json::Deserializer::from_slice(&bytes)
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    let metadata = &object["requests"][0]["devices"][0];
+    assert_eq!(metadata["name"], "gpu-0000-03-00-0-1g-10gb-0");
+    assert_eq!(metadata["attributes"], partition["attributes"]);
+    assert_eq!(
+        metadata["attributes"]["resource.kubernetes.io/pciBusID"],
+        serde_json::json!({"string": "0000:03:00.0"})
+    );
 
     // The CDI folder emptied (a reboot): asked again, the partition's spec
     // is written again as it was, and the partition is not created twice.
