@@ -219,3 +219,30 @@ async fn a_metadata_folder_that_cannot_be_used_does_not_stop_the_host() {
     assert_eq!(unprepare_one(&endpoint, &two).await, "");
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepare_that_fails_after_writing_the_metadata_leaves_none() {
+    let w = DraWorld::new("").await;
+    let (host, endpoint) = w.serving().await;
+    // The claim's CDI spec cannot be written: the CDI folder is a file.
+    std::fs::remove_dir_all(w.cdi_dir()).unwrap();
+    std::fs::write(w.cdi_dir(), b"not a folder").unwrap();
+    let one = w.api.put_claim(claim("one", DRIVER, &[&name_of(GPU_A)]));
+    let error = prepare_one(&endpoint, &one).await.error;
+    assert!(error.contains("CDI spec"), "{error}");
+    let claim_dir = metadata_file(&w, &one, "gpus")
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .to_owned();
+    assert!(!claim_dir.exists(), "{} left behind", claim_dir.display());
+
+    // With the folder back the same claim prepares, with its file.
+    std::fs::remove_file(w.cdi_dir()).unwrap();
+    std::fs::create_dir(w.cdi_dir()).unwrap();
+    assert_eq!(prepare_one(&endpoint, &one).await.error, "");
+    assert!(metadata_file(&w, &one, "gpus").exists());
+    assert_eq!(unprepare_one(&endpoint, &one).await, "");
+    assert!(!claim_dir.exists());
+    host.shutdown().await;
+}
