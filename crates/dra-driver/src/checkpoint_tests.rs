@@ -47,6 +47,7 @@ fn claim(device_id: &str, admin_access: bool) -> PreparedClaim {
         cdi_spec: Some(PathBuf::from("/var/run/cdi/x.json")),
         status_written: false,
         device_metadata: None,
+        passthrough: Vec::new(),
         unknown: Default::default(),
     }
 }

@@ -356,13 +356,55 @@ impl PassthroughBinds {
         Ok(bound)
     }
 
-    /// Binds every group the journal holds for `claim_uid` back to the
-    /// drivers it had. The error names the group and what failed.
-    pub async fn release(&self, resource: &Resource, claim_uid: &str) -> Result<(), String> {
-        let Some(records) = self.records().remove(claim_uid) else {
-            return Ok(());
+    /// Puts back into the journal the records of `recorded` (a prepared
+    /// claim's checkpoint copy) whose groups it no longer holds (a journal
+    /// removed or lost meanwhile), so that the drivers they had are not
+    /// forgotten. A journal that cannot be used is left alone.
+    pub fn reseed(&self, recorded: &[GroupRecord]) {
+        let Ok(journal) = &self.journal else {
+            return;
         };
-        let journal = self.journal().map_err(|e| e.to_string())?;
+        let held = journal.records().unwrap_or_default();
+        for record in recorded {
+            if held.iter().any(|r| r.group == record.group) {
+                continue;
+            }
+            match journal.record(record) {
+                Ok(()) => {
+                    tracing::warn!(driver = %self.driver, group = %record.group, claim = %record.claim_uid, journal = %journal.path().display(), "the bind journal had lost a group bound for a prepared claim: written back from the checkpoint");
+                }
+                Err(error) => {
+                    tracing::error!(driver = %self.driver, group = %record.group, %error, "cannot write a group bound for a prepared claim back into the bind journal");
+                }
+            }
+        }
+    }
+
+    /// Binds every group the journal holds for `claim_uid` back to the
+    /// drivers it had, and those of `recorded` (the claim's checkpoint
+    /// copy) the journal lost; with a journal that cannot be used, the
+    /// checkpoint's copy alone. The error names the group and what failed.
+    pub async fn release(
+        &self,
+        resource: &Resource,
+        claim_uid: &str,
+        recorded: &[GroupRecord],
+    ) -> Result<(), String> {
+        self.reseed(recorded);
+        let journal: Arc<dyn Journal> = match &self.journal {
+            Ok(journal) => Arc::clone(journal) as Arc<dyn Journal>,
+            Err(_) if !recorded.is_empty() => Arc::new(CheckpointCopy),
+            // Nothing recorded for the claim, and the journal unreadable:
+            // nothing is known to give back (said at start, naming it).
+            Err(_) => return Ok(()),
+        };
+        let records = match &self.journal {
+            Ok(_) => self.records().remove(claim_uid).unwrap_or_default(),
+            Err(_) => recorded.to_vec(),
+        };
+        if records.is_empty() {
+            return Ok(());
+        }
         for record in records {
             let binder = Arc::clone(&self.binder);
             let journal = Arc::clone(&journal);
@@ -382,6 +424,26 @@ impl PassthroughBinds {
         }
         resource.request_refresh();
         Ok(())
+    }
+}
+
+/// The journal a restore uses when the bind journal cannot be read: the
+/// prepared claim's checkpoint copy is the record, so there is nothing to
+/// keep or forget.
+#[derive(Debug)]
+struct CheckpointCopy;
+
+impl Journal for CheckpointCopy {
+    fn record(&self, _record: &GroupRecord) -> Result<(), wdp_passthrough::JournalError> {
+        Ok(())
+    }
+
+    fn forget(&self, _group: &str) -> Result<(), wdp_passthrough::JournalError> {
+        Ok(())
+    }
+
+    fn records(&self) -> Result<Vec<GroupRecord>, wdp_passthrough::JournalError> {
+        Ok(Vec::new())
     }
 }
 
@@ -586,6 +648,16 @@ pub(crate) async fn bind_recorded(
     if preparer.passthrough().is_none() || preparer.resource().spec().config.passthrough.is_none() {
         return Ok(());
     }
+    if let Some(binds) = preparer.passthrough() {
+        if binds.journal.is_err()
+            && !record.passthrough.is_empty()
+            && record.passthrough.iter().all(|r| binds.binder.is_bound(r))
+        {
+            // Bound as recorded: the answer stands without the journal.
+            return Ok(());
+        }
+        binds.reseed(&record.passthrough);
+    }
     let mut ids: Vec<String> = Vec::new();
     for device in &record.devices {
         let id = device
@@ -658,10 +730,30 @@ async fn wait_for_vfio_nodes(
 /// After a claim is unprepared (or gone unprepared): binds its groups back
 /// to the drivers they had.
 pub(crate) async fn release(preparer: &ClaimPreparer, uid: &str) -> Result<(), String> {
+    release_recorded(preparer, uid, &[]).await
+}
+
+/// [`release`] for a prepared claim whose checkpoint record kept
+/// `recorded`, the groups bound for it: those the journal lost are bound
+/// back too.
+pub(crate) async fn release_recorded(
+    preparer: &ClaimPreparer,
+    uid: &str,
+    recorded: &[GroupRecord],
+) -> Result<(), String> {
     match preparer.passthrough() {
-        Some(binds) => binds.release(preparer.resource(), uid).await,
+        Some(binds) => binds.release(preparer.resource(), uid, recorded).await,
         None => Ok(()),
     }
+}
+
+/// The groups the journal holds bound for claim `uid` (what its checkpoint
+/// record keeps a copy of).
+pub(crate) fn bound_groups(preparer: &ClaimPreparer, uid: &str) -> Vec<GroupRecord> {
+    preparer
+        .passthrough()
+        .and_then(|binds| binds.records().remove(uid))
+        .unwrap_or_default()
 }
 
 /// The PCI functions the prepared claims other than `uid` hold, with the

@@ -425,6 +425,7 @@ impl ClaimPreparer {
             cdi_spec: Some(file.clone()),
             status_written: !api_statuses.is_empty() && self.status_writer.is_some(),
             device_metadata: metadata.clone().map(Box::new),
+            passthrough: passthrough::bound_groups(self, &claim.uid),
             unknown: Default::default(),
         };
         if let Err(error) = self
@@ -644,7 +645,7 @@ impl ClaimPreparer {
         }
         // Its groups go back to their drivers before the record goes: a
         // failure here is retried by the kubelet's next unprepare.
-        passthrough::release(self, &claim.uid)
+        passthrough::release_recorded(self, &claim.uid, &record.passthrough)
             .await
             .map_err(|error| format!("claim {claim}: {error}"))?;
         self.checkpoint

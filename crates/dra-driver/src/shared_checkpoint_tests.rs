@@ -9,6 +9,7 @@ fn claim(name: &str) -> PreparedClaim {
         cdi_spec: None,
         status_written: false,
         device_metadata: None,
+        passthrough: Vec::new(),
         unknown: Default::default(),
     }
 }

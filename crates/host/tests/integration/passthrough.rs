@@ -284,3 +284,38 @@ async fn a_damaged_bind_journal_refuses_binds_naming_it_and_the_host_keeps_servi
     assert!(answer.error.contains("vm-a"), "{}", answer.error);
     assert!(answer.error.contains("damaged"), "{}", answer.error);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_journal_removed_or_damaged_while_stopped_still_gives_a_prepared_claims_gpu_back() {
+    for (how, damage) in [
+        ("removed", None),
+        ("damaged", Some("{\"version\": 1, \"groups\": [")),
+    ] {
+        let w = DraWorld::new(PASSTHROUGH).await;
+        let kernel = KernelStandin::start(&w.world.root());
+        let (host, endpoint) = w.serving().await;
+        let gpu_a = name_of(GPU_A);
+        let stored = w.api.put_claim(waiting_claim("vm-a", &[&gpu_a]));
+        wait_condition(&w, "vm-a", &gpu_a, BOUND_CONDITION).await;
+        let answer = prepare_one(&endpoint, &stored).await;
+        assert!(answer.error.is_empty(), "{how}: {}", answer.error);
+        host.shutdown().await;
+
+        let journal = journal_path(&w.options().state_dir, DRIVER);
+        match damage {
+            None => std::fs::remove_file(&journal).unwrap(),
+            Some(text) => std::fs::write(&journal, text).unwrap(),
+        }
+        let (_host, endpoint) = w.serving().await;
+        // The kubelet asks again after the restart: the recorded answer,
+        // the group still bound.
+        let answer = prepare_one(&endpoint, &stored).await;
+        assert!(answer.error.is_empty(), "{how}: {}", answer.error);
+        assert_eq!(kernel.driver(GPU_A).as_deref(), Some("vfio-pci"), "{how}");
+        // Unprepare binds it back from the checkpoint's copy.
+        let error = unprepare_one(&endpoint, &stored).await;
+        assert!(error.is_empty(), "{how}: {error}");
+        assert_eq!(kernel.driver(GPU_A).as_deref(), Some("nvidia"), "{how}");
+        assert!(!vfio_node(&w, GROUP_A).exists(), "{how}");
+    }
+}
