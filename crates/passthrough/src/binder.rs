@@ -162,12 +162,7 @@ impl Binder {
             } else {
                 RefusalReason::HeldByClaim(holder.clone())
             };
-            return Err(Refusal {
-                device: device.to_owned(),
-                function: device.to_owned(),
-                group: Some(group.to_owned()),
-                reason: Box::new(reason),
-            });
+            return Err(Refusal::new(device, device, Some(group.to_owned()), reason));
         }
         busy.insert(group.to_owned(), claim_uid.to_owned());
         Ok(Slot {
@@ -216,12 +211,12 @@ impl Binder {
             .find(|r| r.group == plan.group)
         {
             if existing.claim_uid != claim_uid {
-                return Err(Refusal {
-                    device: plan.device.clone(),
-                    function: plan.device.clone(),
-                    group: Some(plan.group.clone()),
-                    reason: Box::new(RefusalReason::HeldByClaim(existing.claim_uid)),
-                }
+                return Err(Refusal::new(
+                    &plan.device,
+                    &plan.device,
+                    Some(plan.group.clone()),
+                    RefusalReason::HeldByClaim(existing.claim_uid),
+                )
                 .into());
             }
             if existing.phase == Phase::Bound && self.is_bound(&existing) {
@@ -273,12 +268,12 @@ impl Binder {
             .into_iter()
             .find(|r| r.group == record.group && r.claim_uid != record.claim_uid)
         {
-            return Err(Refusal {
-                device: device.to_owned(),
-                function: device.to_owned(),
-                group: Some(record.group.clone()),
-                reason: Box::new(RefusalReason::HeldByClaim(other.claim_uid)),
-            }
+            return Err(Refusal::new(
+                device,
+                device,
+                Some(record.group.clone()),
+                RefusalReason::HeldByClaim(other.claim_uid),
+            )
             .into());
         }
         self.restore_functions(record, Instant::now() + self.settings.deadline)?;
@@ -510,7 +505,15 @@ impl Binder {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
-        write_control(&self.root, host, value, left)
+        write_control(&self.root, host, value, left).map_err(|e| match e {
+            // Said as the deadline the settings give, not what was left of it.
+            BindError::WriteHung { path, value, .. } => BindError::WriteHung {
+                path,
+                value,
+                after: self.settings.deadline,
+            },
+            other => other,
+        })
     }
 }
 

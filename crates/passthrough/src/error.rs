@@ -24,6 +24,21 @@ pub struct Refusal {
 }
 
 impl Refusal {
+    /// A refusal of `device` because of `function` of its group.
+    pub fn new(
+        device: impl Into<String>,
+        function: impl Into<String>,
+        group: Option<String>,
+        reason: RefusalReason,
+    ) -> Self {
+        Self {
+            device: device.into(),
+            function: function.into(),
+            group,
+            reason: Box::new(reason),
+        }
+    }
+
     fn describe(&self) -> String {
         match &self.group {
             Some(group) if self.function != self.device => format!(

@@ -416,3 +416,34 @@ fn a_damaged_journal_is_a_clear_error_and_nothing_is_touched() {
     let error = FileJournal::open(&fifo).unwrap_err().to_string();
     assert!(error.contains("a FIFO, not a regular file"), "{error}");
 }
+
+#[test]
+fn a_write_that_blocks_in_the_kernel_is_given_up_at_the_deadline_and_undone() {
+    let world = World::vfio_host_native(Duration::from_millis(300));
+    // A driver whose remove never returns: the unbind write blocks (a FIFO
+    // nobody reads blocks its writer's open the same way).
+    let unbind = world.root.join("sys/bus/pci/drivers/snd_hda_intel/unbind");
+    std::fs::remove_file(&unbind).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&unbind)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let plan = world.binder.plan(GPU, "vfio-pci", &nobody).unwrap();
+    let error = world.binder.bind(CLAIM, &plan, &world.journal).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "writing \"0000:17:00.1\" to /sys/bus/pci/drivers/snd_hda_intel/unbind did not return within 300ms"
+    );
+    assert_left_as_before(&world);
+    // Let the abandoned writer finish.
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&unbind)
+        .unwrap();
+    let _ = std::io::Read::read_to_end(&mut reader, &mut Vec::new());
+}

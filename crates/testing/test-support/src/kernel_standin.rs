@@ -24,7 +24,11 @@
 //! ([`KernelStandin::bind_fails`]), probes held until released
 //! ([`KernelStandin::hold_probes`]). Writes the kernel would refuse with an
 //! error (unbinding from a driver the function is not on) are ignored: a
-//! regular file cannot fail a write. Panics on a fixture it cannot set up.
+//! regular file cannot fail a write. Two writes to one control file that
+//! come closer together than the stand-in reacts (binds of two groups at
+//! once, both probing) may be seen as one: the file holds the last. The
+//! binder waits for each write's effect before the next, so one bind at a
+//! time is seen whole. Panics on a fixture it cannot set up.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -349,6 +353,11 @@ impl Inner {
 
     /// Reacts to a write to the control file `path`.
     fn written(self: &Arc<Self>, path: &Path) {
+        // Only regular files: a test may put a FIFO in a control file's
+        // place (a write that blocks), which reading would block on.
+        if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+            return;
+        }
         let Ok(value) = std::fs::read_to_string(path) else {
             return;
         };
