@@ -1104,6 +1104,12 @@ async fn a_real_kubelet_starts_pods_with_the_cdi_devices_of_their_claims() {
     std::fs::write(scratch.join("claim.json"), objects.to_string()).unwrap();
     plane.kubectl(&["apply", "-f", scratch.join("claim.json").to_str().unwrap()]);
     let mut pod = workload_pod("claimed", "kubelet-dra", json!({}), &[("loop", "loop")]);
+    // The claim's device metadata (KEP-5304), where a consumer reads it:
+    // the workload says "mount <path>" for each argument that exists.
+    let metadata = format!(
+        "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/loop/loop/{DRIVER}-metadata.json"
+    );
+    pod.spec.as_mut().unwrap().containers[0].args = Some(vec![metadata.clone()]);
     // The scheduler allocates the claim and binds the pod.
     pod.spec.as_mut().unwrap().node_name = None;
     pod.spec.as_mut().unwrap().node_selector = Some(
@@ -1115,6 +1121,13 @@ async fn a_real_kubelet_starts_pods_with_the_cdi_devices_of_their_claims() {
     );
     create_pod(&plane, &pod).await;
     let first = claimed_device(&mut real, &plane, "claimed", "loop").await;
+    let (output, _) = real.wait_output(&plane, "claimed").await;
+    assert!(
+        output
+            .iter()
+            .any(|line| *line == format!("mount {metadata}")),
+        "the device metadata file is not in the container: {output:#?}"
+    );
     let cdi = real.node.cdi();
     let specs = move || -> Vec<PathBuf> {
         std::fs::read_dir(&cdi)
