@@ -136,10 +136,13 @@ pub(crate) fn write_control(
 }
 
 /// Calls `done` until it answers true or `deadline` passes (then one last
-/// time), backing off from 100 µs to 5 ms between calls: sysfs links and
-/// `/dev` nodes give no event to await under a host root.
+/// time), backing off from 50 µs to 1 ms between calls: sysfs links and
+/// `/dev` nodes give no event to await under a host root. On a kernel the
+/// `unbind`/`drivers_probe` write returns once the driver is done, so the
+/// first call mostly answers; the backoff bounds the wait for what lags
+/// (an asynchronous probe, the stand-in's inotify round trip).
 pub(crate) fn wait_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
-    let mut pause = Duration::from_micros(100);
+    let mut pause = Duration::from_micros(50);
     loop {
         if done() {
             return true;
@@ -149,6 +152,6 @@ pub(crate) fn wait_until(deadline: Instant, mut done: impl FnMut() -> bool) -> b
             return done();
         }
         std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(Duration::from_millis(5));
+        pause = (pause * 2).min(Duration::from_millis(1));
     }
 }
