@@ -10,27 +10,19 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node as NodeObject;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use wdp_test_support::kernel_standin::KernelStandin;
 
-use crate::api_server::{LONG, create_node, deploy, host_kubeconfig, layout, wait_published};
+use crate::api_server::{LONG, deploy, host_kubeconfig, layout, wait_published};
 use crate::control_plane::ControlPlane;
 use crate::node::Node;
+use crate::scheduler::{create_schedulable_node, get_json};
 
 const DRIVER: &str = "gpu-vm.example.com";
 const CLASS: &str = "gpu-vm.example.com";
 /// Two GPUs of the fixture, on IOMMU groups of their own.
 const GPU_A: &str = "0000:03:00.0";
 const GPU_B: &str = "0000:04:00.0";
-
-fn get_json(plane: &ControlPlane, args: &[&str]) -> Value {
-    let mut all = vec!["get", "-o", "json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&plane.kubectl(&all)).unwrap()
-}
 
 /// A pod on `node` whose one claim (from a template) asks for the GPU at
 /// PCI address `address`.
@@ -100,16 +92,7 @@ async fn the_scheduler_binds_the_pod_only_once_the_host_bound_its_gpu_to_vfio_pc
     .unwrap();
     let kernel = KernelStandin::start(&node.root());
     node.install_config("config/examples/vfio-dra");
-    create_node(&plane.admin, name, json!({"kubernetes.io/hostname": name})).await;
-    let room = json!({"cpu": "16", "memory": "64Gi", "pods": "110"});
-    Api::<NodeObject>::all(plane.admin.clone())
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"capacity": room, "allocatable": room}})),
-        )
-        .await
-        .unwrap();
+    create_schedulable_node(&plane, name).await;
     let kubeconfig = host_kubeconfig(&plane, "wasm-device-plugin", name).await;
     let host = node.spawn_host(&kubeconfig, &[]);
     let (devices, _) = layout(&node);

@@ -42,19 +42,7 @@ impl GpuNode {
         node.install_config("config/examples/gpu-partitions-dra");
         let gpu = node.config().join("gpu.toml");
         std::fs::write(&gpu, edit(std::fs::read_to_string(&gpu).unwrap())).unwrap();
-        create_node(&plane.admin, name, json!({"kubernetes.io/hostname": name})).await;
-        // What a kubelet reports: room for pods (nothing else: GPUs are
-        // DRA devices, nvidia.com/gpu only through the extended-resource
-        // DeviceClass).
-        let room = json!({"cpu": "16", "memory": "64Gi", "pods": "110"});
-        Api::<NodeObject>::all(plane.admin.clone())
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"capacity": room, "allocatable": room}})),
-            )
-            .await
-            .unwrap();
+        create_schedulable_node(plane, name).await;
         let kubelet = SimDraKubelet::start(node.registry(), DraSimOptions::default())
             .await
             .unwrap();
@@ -98,6 +86,22 @@ impl GpuNode {
     }
 }
 
+/// Creates Node `name` (labelled with its hostname) with what a kubelet
+/// reports: room for pods, nothing else (GPUs are DRA devices;
+/// `nvidia.com/gpu` only through the extended-resource DeviceClass).
+pub(crate) async fn create_schedulable_node(plane: &ControlPlane, name: &str) {
+    create_node(&plane.admin, name, json!({"kubernetes.io/hostname": name})).await;
+    let room = json!({"cpu": "16", "memory": "64Gi", "pods": "110"});
+    Api::<NodeObject>::all(plane.admin.clone())
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"capacity": room, "allocatable": room}})),
+        )
+        .await
+        .unwrap();
+}
+
 /// The sysfs folders of the node's NVIDIA GPUs (vendor 0x10de, class
 /// 0x0302).
 fn gpus(node: &Node) -> Vec<std::path::PathBuf> {
@@ -114,7 +118,7 @@ fn gpus(node: &Node) -> Vec<std::path::PathBuf> {
 }
 
 /// `kubectl get -o json` of one object.
-fn get_json(plane: &ControlPlane, args: &[&str]) -> Value {
+pub(crate) fn get_json(plane: &ControlPlane, args: &[&str]) -> Value {
     let mut all = vec!["get", "-o", "json"];
     all.extend_from_slice(args);
     serde_json::from_str(&plane.kubectl(&all)).unwrap()

@@ -196,8 +196,9 @@ async fn a_claim_deleted_before_its_prepare_gets_its_group_bound_back() {
     assert!(!vfio_node(&w, GROUP_A).exists());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn binds_hold_across_a_restart_and_a_bind_cut_short_is_undone_at_start() {
+/// A host that bound GPU A for claim `vm-a` (waiting on its condition)
+/// and prepared it, then shut down; the world, the kernel and the claim.
+async fn prepared_then_stopped() -> (DraWorld, KernelStandin, ResourceClaim) {
     let w = DraWorld::new(PASSTHROUGH).await;
     let kernel = KernelStandin::start(&w.world.root());
     let (host, endpoint) = w.serving().await;
@@ -206,7 +207,14 @@ async fn binds_hold_across_a_restart_and_a_bind_cut_short_is_undone_at_start() {
     wait_condition(&w, "vm-a", &gpu_a, BOUND_CONDITION).await;
     let answer = prepare_one(&endpoint, &stored).await;
     assert!(answer.error.is_empty(), "{}", answer.error);
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("vfio-pci"));
     host.shutdown().await;
+    (w, kernel, stored)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn binds_hold_across_a_restart_and_a_bind_cut_short_is_undone_at_start() {
+    let (w, kernel, stored) = prepared_then_stopped().await;
 
     // While the host is down, a bind of GPU B was cut short by a kill: its
     // journal says Binding, the function is off its driver with the
@@ -291,15 +299,7 @@ async fn a_journal_removed_or_damaged_while_stopped_still_gives_a_prepared_claim
         ("removed", None),
         ("damaged", Some("{\"version\": 1, \"groups\": [")),
     ] {
-        let w = DraWorld::new(PASSTHROUGH).await;
-        let kernel = KernelStandin::start(&w.world.root());
-        let (host, endpoint) = w.serving().await;
-        let gpu_a = name_of(GPU_A);
-        let stored = w.api.put_claim(waiting_claim("vm-a", &[&gpu_a]));
-        wait_condition(&w, "vm-a", &gpu_a, BOUND_CONDITION).await;
-        let answer = prepare_one(&endpoint, &stored).await;
-        assert!(answer.error.is_empty(), "{how}: {}", answer.error);
-        host.shutdown().await;
+        let (w, kernel, stored) = prepared_then_stopped().await;
 
         let journal = journal_path(&w.options().state_dir, DRIVER);
         match damage {
