@@ -6,7 +6,8 @@ live scrape of the plugin does not expose.
 
 SCRAPE is a /metrics answer in the Prometheus text format. A metric exists
 when the scrape has a sample of that name or declares its family (`# TYPE`;
-a histogram family also provides `_bucket`, `_sum` and `_count`), so a
+a histogram family also provides `_bucket`, `_sum` and `_count`, a counter
+family `_total`), so a
 counter that has not counted yet still counts as present. Only names with
 the plugin's prefix are checked: `up` and the like come from Prometheus.
 """
@@ -33,6 +34,10 @@ def exposed(scrape: str) -> set[str]:
             names.add(name)
             if kind.strip() in ("histogram", "summary"):
                 names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+            elif kind.strip() == "counter":
+                # OpenMetrics names a counter's family without the
+                # `_total` its samples carry.
+                names.add(f"{name}_total")
         elif line and not line.startswith("#"):
             names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
     return names

@@ -317,6 +317,16 @@ impl DraMetrics {
                 });
             }
         }
+        // Binds and restores ([passthrough]): failures at zero too, so the
+        // alert on restores sees the first one (and every scrape carries
+        // the family the alert queries).
+        for operation in ["bind", "restore"] {
+            let _ = self.passthrough.get_or_create(&PassthroughLabels {
+                driver: driver.to_owned(),
+                operation: operation.to_owned(),
+                result: PassthroughOutcome::Failure.as_str().to_owned(),
+            });
+        }
     }
 
     /// Drops the per-driver gauges of DRA resource `resource`, served as

@@ -47,7 +47,7 @@ use wdp_resource::{AdvertisedDevice, DeviceSet, Resource};
 use crate::api_port::ApiPort;
 use crate::checkpoint::PreparedClaim;
 use crate::claim::{ClaimRef, StatusWrite};
-use crate::metrics::{DraMetrics, PassthroughLabels, PassthroughOutcome};
+use crate::metrics::{DraMetrics, PassthroughOutcome};
 use crate::prepare::ClaimPreparer;
 
 /// The binding condition of a passthrough device: `True` once its IOMMU
@@ -205,17 +205,6 @@ impl PassthroughBinds {
             tracing::error!(driver, journal = %path.display(), %error, "cannot read the bind journal: no device is bound or bound back until it is mended (or removed, after binding the groups it names back by hand) and the host restarted");
             error.to_string()
         });
-        if resource.spec().config.passthrough.is_some() {
-            // At zero from the start: an alert's `increase()` sees the first
-            // failure only on a series that existed before it.
-            for operation in [BIND, RESTORE] {
-                let _ = metrics.passthrough.get_or_create(&PassthroughLabels {
-                    driver: driver.to_owned(),
-                    operation: operation.to_owned(),
-                    result: PassthroughOutcome::Failure.as_str().to_owned(),
-                });
-            }
-        }
         Self {
             driver: driver.to_owned(),
             binder: Arc::new(Binder::new(
