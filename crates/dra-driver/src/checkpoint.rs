@@ -105,10 +105,8 @@ pub struct PreparedClaim {
     /// unprepare; absent from records written before them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_metadata: Option<Box<MetadataRecord>>,
-    /// The IOMMU groups bound for it by a `[passthrough]` resource, with
-    /// the drivers their functions had: a copy of the bind journal's
-    /// records, so its unprepare binds them back even when the journal
-    /// was lost or damaged meanwhile; absent from records without binds.
+    /// Its `[passthrough]` groups with the drivers they had: the bind
+    /// journal's records, kept in case the journal is lost or damaged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passthrough: Vec<wdp_passthrough::GroupRecord>,
     /// Fields a newer host wrote that this one does not know, kept as they

@@ -32,7 +32,7 @@
 //! only their files. What was written is recorded in the checkpoint
 //! ([`MetadataRecord`]) and removed at unprepare, also by a later process.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -100,117 +100,6 @@ pub fn base_request(request: &str) -> &str {
 /// The CDI device (in the claim's spec) that mounts the file of `request`.
 pub fn cdi_device_name(uid: &str, request: &str) -> String {
     format!("{uid}_metadata_{request}")
-}
-
-// The wire format: `api/metadata/v1beta1` (and `v1alpha1`, the same
-// fields) of k8s.io/dynamic-resource-allocation, field for field.
-
-/// One `DeviceMetadata` object of the stream.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceMetadata {
-    /// Always [`KIND`].
-    pub kind: String,
-    /// One of [`API_VERSIONS`].
-    #[serde(rename = "apiVersion")]
-    pub api_version: String,
-    /// The claim's identity.
-    pub metadata: ObjectMeta,
-    /// The pod's name for a claim made from a template.
-    #[serde(
-        rename = "podClaimName",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub pod_claim_name: Option<String>,
-    /// The request of the file.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub requests: Vec<MetadataRequest>,
-}
-
-/// The claim's identity, as `metav1.ObjectMeta` writes it (empty fields
-/// left out).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectMeta {
-    /// The claim's name.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub name: String,
-    /// Its namespace.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    /// Its UID.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub uid: String,
-    /// The metadata's generation: 1 when written at prepare.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub generation: i64,
-}
-
-fn is_zero(value: &i64) -> bool {
-    *value == 0
-}
-
-/// One request and its devices.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MetadataRequest {
-    /// The request as allocated (`<request>/<subrequest>` for a choice).
-    pub name: String,
-    /// Its devices of this driver.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<MetadataDevice>,
-}
-
-/// One device.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MetadataDevice {
-    /// The DRA driver.
-    pub driver: String,
-    /// The ResourceSlice pool.
-    pub pool: String,
-    /// The DRA device name.
-    pub name: String,
-    /// Its attributes as the ResourceSlice has them (`DeviceAttribute`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attributes: BTreeMap<String, Attribute>,
-}
-
-/// A `resource.k8s.io` `DeviceAttribute`: exactly one value set.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Attribute {
-    /// A number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub int: Option<i64>,
-    /// A truth value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bool: Option<bool>,
-    /// A string.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub string: Option<String>,
-    /// A semantic version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-}
-
-impl From<&AttributeValue> for Attribute {
-    fn from(value: &AttributeValue) -> Self {
-        match value {
-            AttributeValue::Int(n) => Self {
-                int: Some(*n),
-                ..Self::default()
-            },
-            AttributeValue::Bool(b) => Self {
-                bool: Some(*b),
-                ..Self::default()
-            },
-            AttributeValue::String(s) => Self {
-                string: Some(s.clone()),
-                ..Self::default()
-            },
-            AttributeValue::Version(v) => Self {
-                version: Some(v.clone()),
-                ..Self::default()
-            },
-        }
-    }
 }
 
 // The checkpoint's record.
@@ -626,130 +515,13 @@ pub(crate) fn rewrite(
     Ok(())
 }
 
-/// Whether every file of `record` is there and names claim `uid`.
-pub fn is_intact(record: &MetadataRecord, uid: &str) -> bool {
-    record
-        .files
-        .iter()
-        .all(|file| names_claim(&file.host_path, uid) == Some(true))
-}
+#[path = "device_metadata_cleanup.rs"]
+mod cleanup;
+#[path = "device_metadata_format.rs"]
+mod format;
 
-/// Far more than a file holds (32 attributes of a few devices).
-const LARGEST_FILE: u64 = 4 * 1024 * 1024;
-
-/// Whether the file at `path` is a metadata stream naming claim `uid`:
-/// `None` when it is missing, not a plain file or not such a stream.
-fn names_claim(path: &Path, uid: &str) -> Option<bool> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > LARGEST_FILE {
-        return None;
-    }
-    let bytes = std::fs::read(path).ok()?;
-    let first = serde_json::Deserializer::from_slice(&bytes)
-        .into_iter::<DeviceMetadata>()
-        .next()?
-        .ok()?;
-    Some(first.metadata.uid == uid)
-}
-
-/// Removes `record`'s files of claim `uid` and the folders they leave
-/// empty. A file that another claim of the same name wrote since (it names
-/// another UID) stays.
-pub fn remove(record: &MetadataRecord, uid: &str) -> Result<(), MetadataError> {
-    for file in &record.files {
-        remove_own_file(&file.host_path, uid)?;
-    }
-    remove_empty_dir(&record.dir);
-    Ok(())
-}
-
-/// Removes what a claim the checkpoint does not record left in its folder
-/// `dir`: each request's file that names `uid` (or is damaged), and the
-/// folders left empty. Answers whether anything was removed.
-pub fn remove_unrecorded(dir: &Path, uid: &str) -> Result<bool, MetadataError> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(false);
-    };
-    let mut removed = false;
-    for entry in entries.flatten() {
-        let file = entry.path().join(HOST_FILE_NAME);
-        if std::fs::symlink_metadata(&file).is_ok() {
-            removed |= remove_own_file(&file, uid)?;
-        }
-    }
-    remove_empty_dir(dir);
-    Ok(removed)
-}
-
-/// Removes `file` unless it names a claim other than `uid`; its folder
-/// goes when that leaves it empty. Answers whether it was removed.
-fn remove_own_file(file: &Path, uid: &str) -> Result<bool, MetadataError> {
-    if names_claim(file, uid) == Some(false) {
-        return Ok(false);
-    }
-    match std::fs::remove_file(file) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(source) => {
-            return Err(MetadataError::Remove {
-                path: file.to_owned(),
-                source,
-            });
-        }
-    }
-    if let Some(dir) = file.parent() {
-        remove_empty_dir(dir);
-    }
-    Ok(true)
-}
-
-/// The metadata files under `root` that `recorded` does not hold (the
-/// host stopped between writing a claim's files and recording the claim)
-/// and last modified more than `age` ago (a prepare in progress, here or in
-/// the other instance of a rolling update, is younger).
-pub fn unrecorded_files(
-    root: &Path,
-    recorded: &BTreeSet<PathBuf>,
-    age: std::time::Duration,
-) -> Vec<PathBuf> {
-    let Ok(claims) = std::fs::read_dir(root) else {
-        return Vec::new();
-    };
-    claims
-        .flatten()
-        .filter_map(|claim| std::fs::read_dir(claim.path()).ok())
-        .flat_map(|requests| requests.flatten())
-        .map(|request| request.path().join(HOST_FILE_NAME))
-        .filter(|file| !recorded.contains(file))
-        .filter(|file| {
-            std::fs::symlink_metadata(file)
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > age))
-        })
-        .collect()
-}
-
-/// Removes an unrecorded `file` and the request and claim folders it
-/// leaves empty.
-pub fn remove_unrecorded_file(file: &Path) -> Result<(), MetadataError> {
-    std::fs::remove_file(file).map_err(|source| MetadataError::Remove {
-        path: file.to_owned(),
-        source,
-    })?;
-    let request = file.parent();
-    if let Some(request) = request {
-        remove_empty_dir(request);
-    }
-    if let Some(claim) = request.and_then(Path::parent) {
-        remove_empty_dir(claim);
-    }
-    Ok(())
-}
-
-/// Removes `dir` if it is empty (anything else there stays).
-fn remove_empty_dir(dir: &Path) {
-    let _ = std::fs::remove_dir(dir);
-}
+pub use cleanup::{is_intact, remove, remove_unrecorded, remove_unrecorded_file, unrecorded_files};
+pub use format::{Attribute, DeviceMetadata, MetadataDevice, MetadataRequest, ObjectMeta};
 
 #[cfg(test)]
 #[path = "device_metadata_tests.rs"]

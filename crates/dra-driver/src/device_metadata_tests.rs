@@ -1,4 +1,5 @@
 use super::*;
+use std::collections::BTreeSet;
 
 use std::collections::BTreeMap;
 

@@ -19,7 +19,11 @@
 //! right now, `claim_cdi` the CDI spec of one claim, and `recorded_spec`
 //! writes a prepared claim's spec again from its record when a reboot
 //! emptied the CDI folder; `device_metadata` the per-request device
-//! metadata files (KEP-5304) a claim's containers get; `cleanup` unprepares at start what the API
+//! metadata files (KEP-5304) a claim's containers get (their wire format
+//! and their removal in child modules); `passthrough` binds a
+//! `[passthrough]` resource's devices to another kernel driver on demand
+//! (binding conditions, the claim watch, the prepare side, through
+//! `wdp-passthrough`); `cleanup` unprepares at start what the API
 //! server no longer has; `service` is the `DRAPlugin` gRPC side (v1 and
 //! v1beta1); `api_port` is how a driver reaches the API server
 //! ([`ApiPort`], implemented by the host over `wdp-dra-client`); `driver` runs one driver (sockets, registration, slice

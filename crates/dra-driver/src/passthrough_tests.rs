@@ -1,6 +1,7 @@
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use serde_json::json;
 
+use super::claims::{condition_statuses, decided, waiting_results};
 use super::*;
 
 fn claim_with(results: serde_json::Value, devices: serde_json::Value) -> ResourceClaim {
