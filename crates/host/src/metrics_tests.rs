@@ -39,6 +39,12 @@ fn every_family_is_exposed_once_with_its_type() {
         });
     metrics.dra.set_driver(resource, driver);
     metrics.dra.set_published(driver, 1, 1);
+    metrics.dra.observe_passthrough(
+        driver,
+        "bind",
+        wdp_dra_driver::metrics::PassthroughOutcome::Success,
+        Duration::ZERO,
+    );
     let text = metrics.encode();
     let types: Vec<&str> = text
         .lines()
@@ -68,6 +74,8 @@ fn every_family_is_exposed_once_with_its_type() {
             "dra_published_generation gauge",
             "dra_published_slices gauge",
             "dra_driver_info gauge",
+            "dra_passthrough_operations counter",
+            "dra_passthrough_duration_seconds histogram",
         ],
         "{text}"
     );
