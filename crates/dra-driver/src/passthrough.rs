@@ -43,6 +43,7 @@ use wdp_resource::{AdvertisedDevice, DeviceSet, Resource};
 
 use crate::claim::ClaimRef;
 use crate::metrics::{DraMetrics, PassthroughOutcome};
+use crate::standard_attributes::{PCI_ADDRESS_FACT, is_pci_address};
 
 /// The binding condition of a passthrough device: `True` once its IOMMU
 /// group is bound to the resource's `bind-driver`.
@@ -54,9 +55,6 @@ pub const BIND_FAILED_CONDITION: &str = "PassthroughBindFailed";
 /// The `operation` label of a bind, and of a restore.
 const BIND: &str = "bind";
 const RESTORE: &str = "restore";
-
-/// The fact holding a PCI function's address.
-const PCI_ADDRESS_FACT: &str = "pci.address";
 
 /// What a device of `config`'s resource publishes about binding: the
 /// conditions when the resource binds on demand, else nothing.
@@ -89,10 +87,6 @@ pub(crate) fn pci_functions(device: &AdvertisedDevice) -> Vec<String> {
             .filter(|c| is_pci_address(c))
             .collect(),
     }
-}
-
-fn is_pci_address(text: &str) -> bool {
-    crate::standard_attributes::is_pci_address(text)
 }
 
 /// What `check` prints of a resource that binds on demand: for each
@@ -374,16 +368,14 @@ impl PassthroughBinds {
         recorded: &[GroupRecord],
     ) -> Result<(), String> {
         self.reseed(recorded);
-        let journal: Arc<dyn Journal> = match &self.journal {
-            Ok(journal) => Arc::clone(journal) as Arc<dyn Journal>,
-            Err(_) if !recorded.is_empty() => Arc::new(CheckpointCopy),
-            // Nothing recorded for the claim, and the journal unreadable:
-            // nothing is known to give back (said at start, naming it).
-            Err(_) => return Ok(()),
-        };
-        let records = match &self.journal {
-            Ok(_) => self.records().remove(claim_uid).unwrap_or_default(),
-            Err(_) => recorded.to_vec(),
+        // With the journal unreadable, the checkpoint's copy is the record
+        // (none: nothing is known to give back; said at start, naming it).
+        let (journal, records): (Arc<dyn Journal>, Vec<GroupRecord>) = match &self.journal {
+            Ok(journal) => (
+                Arc::clone(journal) as Arc<dyn Journal>,
+                self.records().remove(claim_uid).unwrap_or_default(),
+            ),
+            Err(_) => (Arc::new(CheckpointCopy), recorded.to_vec()),
         };
         if records.is_empty() {
             return Ok(());

@@ -240,7 +240,11 @@ async fn on_claim(preparer: &ClaimPreparer, api: &dyn ApiPort, claim: &ResourceC
 /// Binds back the groups of claim `uid` unless it is prepared (then its
 /// unprepare does).
 async fn release_unprepared(preparer: &ClaimPreparer, uid: &str) {
-    if preparer.is_prepared(uid).await {
+    // Every claim of the cluster comes through here: most hold no group.
+    let holds = preparer
+        .passthrough()
+        .is_some_and(|binds| binds.records().contains_key(uid));
+    if !holds || preparer.is_prepared(uid).await {
         return;
     }
     if let Err(error) = release(preparer, uid).await {

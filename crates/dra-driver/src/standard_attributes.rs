@@ -29,7 +29,7 @@ pub const PCIE_ROOT: &str = "resource.kubernetes.io/pcieRoot";
 pub const PCI_BUS_ID: &str = "resource.kubernetes.io/pciBusID";
 
 /// The fact holding a PCI function's address.
-const PCI_ADDRESS_FACT: &str = "pci.address";
+pub(crate) const PCI_ADDRESS_FACT: &str = "pci.address";
 /// The fact holding a PCI function's directory under `/sys/devices`.
 pub const PCI_PATH_FACT: &str = "pci.path";
 
