@@ -28,7 +28,7 @@
 //! the slices publish and what `check` prints; `claims` the claim watch and
 //! the conditions it writes; `prepare_side` what prepare and unprepare do.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -331,6 +331,28 @@ impl PassthroughBinds {
             resource.request_refresh();
         }
         Ok(bound)
+    }
+
+    /// The IOMMU groups of the functions of each device of `devices`, in
+    /// order (a function without a group adds none: binding it is refused
+    /// anyway), read off the async workers.
+    pub async fn groups_of(
+        &self,
+        devices: Vec<Vec<String>>,
+    ) -> Result<Vec<BTreeSet<String>>, BindFailure> {
+        let binder = Arc::clone(&self.binder);
+        blocking(move || {
+            devices
+                .iter()
+                .map(|functions| {
+                    functions
+                        .iter()
+                        .filter_map(|f| binder.iommu_group(f))
+                        .collect()
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Puts back into the journal the records of `recorded` (a prepared

@@ -4,7 +4,7 @@
 //! bound again after a node restart (the journal reseeded from the
 //! checkpoint's copy first); a claim's groups bound back at unprepare.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::DeviceRequestAllocationResult;
@@ -16,7 +16,16 @@ use crate::checkpoint::PreparedClaim;
 use crate::claim::ClaimRef;
 use crate::prepare::ClaimPreparer;
 /// Binds the groups of the advertised devices `ids` for `claim`; answers
-/// each device's bound groups.
+/// each device's bound groups, in the order of `ids`.
+///
+/// Devices on IOMMU groups of their own are bound side by side: a real
+/// driver takes from a fraction of a second to seconds to let a function
+/// go and `vfio-pci` to take it, and a virtual machine asks for up to
+/// eight GPUs at once. Devices sharing a group are bound one after
+/// another (one operation runs per group). The first failure in the order
+/// of `ids` is answered once every bind started has ended; the groups
+/// bound meanwhile stay recorded for the claim and are bound back when it
+/// goes, as after a failure of one device alone.
 pub(super) async fn bind_devices(
     preparer: &ClaimPreparer,
     claim: &ClaimRef,
@@ -26,8 +35,7 @@ pub(super) async fn bind_devices(
         return Ok(Vec::new());
     };
     let set = preparer.resource().devices();
-    let others = held_functions(preparer, &claim.uid).await;
-    let mut bound = Vec::new();
+    let mut devices = Vec::new();
     for id in ids {
         let Some(device) = set.get(id) else {
             return Err(BindFailure::Device(format!(
@@ -40,14 +48,67 @@ pub(super) async fn bind_devices(
                 "device {id:?} has no PCI function to bind (no pci.address fact)"
             )));
         }
-        for group in binds
-            .ensure_bound(preparer.resource(), claim, id, &functions, &others)
-            .await?
-        {
-            bound.push((id.clone(), group));
+        devices.push((id.clone(), functions));
+    }
+    let others = held_functions(preparer, &claim.uid).await;
+    let groups = binds
+        .groups_of(devices.iter().map(|(_, f)| f.clone()).collect())
+        .await?;
+    let lanes = sharing_groups(&groups);
+    let lanes_done = futures::future::join_all(lanes.into_iter().map(|lane| {
+        let (devices, others) = (&devices, &others);
+        async move {
+            let mut done = Vec::new();
+            for index in lane {
+                let (id, functions) = &devices[index];
+                let outcome = binds
+                    .ensure_bound(preparer.resource(), claim, id, functions, others)
+                    .await;
+                let failed = outcome.is_err();
+                done.push((index, outcome));
+                if failed {
+                    break;
+                }
+            }
+            done
+        }
+    }))
+    .await;
+    let mut outcomes: Vec<_> = lanes_done.into_iter().flatten().collect();
+    outcomes.sort_by_key(|(index, _)| *index);
+    let mut bound = Vec::new();
+    for (index, outcome) in outcomes {
+        for group in outcome? {
+            bound.push((devices[index].0.clone(), group));
         }
     }
     Ok(bound)
+}
+
+/// Splits devices, given the IOMMU groups of each, into lanes whose
+/// devices share no group with another lane's: each lane holds indices
+/// into `groups`, ascending, and lanes are ordered by their first device.
+/// A device sharing a group with two lanes joins them into one.
+fn sharing_groups(groups: &[BTreeSet<String>]) -> Vec<Vec<usize>> {
+    let mut lanes: Vec<(BTreeSet<String>, Vec<usize>)> = Vec::new();
+    for (index, device_groups) in groups.iter().enumerate() {
+        let mut lane = (device_groups.clone(), vec![index]);
+        let mut kept = Vec::new();
+        for (lane_groups, members) in lanes {
+            if lane_groups.is_disjoint(device_groups) {
+                kept.push((lane_groups, members));
+            } else {
+                lane.0.extend(lane_groups);
+                lane.1.extend(members);
+            }
+        }
+        lane.1.sort_unstable();
+        kept.push(lane);
+        lanes = kept;
+    }
+    let mut lanes: Vec<Vec<usize>> = lanes.into_iter().map(|(_, members)| members).collect();
+    lanes.sort_by_key(|members| members[0]);
+    lanes
 }
 
 /// Before a claim is prepared: binds the groups of the devices `results`
@@ -216,4 +277,40 @@ pub(crate) async fn held_functions(
         }
     }
     held
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn groups(devices: &[&[&str]]) -> Vec<BTreeSet<String>> {
+        devices
+            .iter()
+            .map(|d| d.iter().map(|g| (*g).to_owned()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn devices_on_groups_of_their_own_get_a_lane_each() {
+        let lanes = sharing_groups(&groups(&[&["13"], &["15"], &["16"]]));
+        assert_eq!(lanes, vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn devices_sharing_a_group_share_a_lane_in_their_order() {
+        let lanes = sharing_groups(&groups(&[&["13"], &["15"], &["13"], &["16"]]));
+        assert_eq!(lanes, vec![vec![0, 2], vec![1], vec![3]]);
+    }
+
+    #[test]
+    fn a_device_on_two_lanes_groups_joins_them() {
+        let lanes = sharing_groups(&groups(&[&["1"], &["2"], &["3"], &["1", "2"]]));
+        assert_eq!(lanes, vec![vec![0, 1, 3], vec![2]]);
+    }
+
+    #[test]
+    fn devices_without_a_readable_group_run_alone() {
+        let lanes = sharing_groups(&groups(&[&[], &[], &["7"]]));
+        assert_eq!(lanes, vec![vec![0], vec![1], vec![2]]);
+    }
 }

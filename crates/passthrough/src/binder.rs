@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::error::{BindError, Refusal, RefusalReason};
 use crate::journal::{GroupRecord, Journal, Phase, RecordedFunction};
 use crate::plan::{BindPlan, plain_name};
-use crate::sysfs::{Root, current_driver, driver_override, wait_until, write_control};
+use crate::sysfs::{Root, current_driver, driver_override, link_name, wait_until, write_control};
 
 /// How a [`Binder`] binds.
 #[derive(Clone, Debug)]
@@ -169,6 +169,20 @@ impl Binder {
             binder: self,
             group: group.to_owned(),
         })
+    }
+
+    /// The IOMMU group of function `address` (its `iommu_group` link), or
+    /// `None` when it has none or cannot be read. Reads one link: what a
+    /// caller needs to tell which binds may run side by side (one
+    /// operation runs per group at a time).
+    pub fn iommu_group(&self, address: &str) -> Option<String> {
+        if !plain_name(address) {
+            return None;
+        }
+        let link = self
+            .root
+            .real(&format!("/sys/bus/pci/devices/{address}/iommu_group"));
+        link_name(&link).ok().flatten()
     }
 
     /// Plans binding `address`'s whole IOMMU group to `target_driver`:

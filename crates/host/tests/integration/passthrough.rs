@@ -149,6 +149,41 @@ async fn an_allocated_claim_gets_its_group_bound_then_its_vfio_nodes_then_its_dr
     }
 }
 
+/// A virtual machine asking for several GPUs waits for the slowest bind,
+/// not for their sum: with the kernel holding every probe, all three GPUs
+/// of the claim reach their probe before any bind ends. Bound one after
+/// another, the second would not start before the first's 60 s deadline.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_of_several_gpus_has_their_groups_bound_side_by_side() {
+    let w =
+        DraWorld::new("[passthrough]\nbind-driver = \"vfio-pci\"\nbind-timeout-ms = 60000\n").await;
+    let kernel = KernelStandin::start(&w.world.root());
+    let (_host, _endpoint) = w.serving().await;
+    const GPU_C: &str = "0000:07:00.0";
+    let gpus = [GPU_A, GPU_B, GPU_C];
+    kernel.hold_probes();
+
+    let names: Vec<String> = gpus.iter().map(|gpu| name_of(gpu)).collect();
+    let devices: Vec<&str> = names.iter().map(String::as_str).collect();
+    w.api.put_claim(waiting_claim("vm-3", &devices));
+    let all_waiting = tokio::task::block_in_place(|| {
+        kernel.wait_until(WAIT, |k| {
+            let held = k.held_probes();
+            gpus.iter().all(|gpu| held.iter().any(|h| h == gpu))
+        })
+    });
+    assert!(all_waiting, "probes held: {:?}", kernel.held_probes());
+
+    kernel.release_probes();
+    for name in &names {
+        let message = wait_condition(&w, "vm-3", name, BOUND_CONDITION).await;
+        assert!(message.contains(GROUP_A), "{message}");
+    }
+    for gpu in gpus {
+        assert_eq!(kernel.driver(gpu).as_deref(), Some("vfio-pci"), "{gpu}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_or_failed_bind_sets_the_failure_condition_and_moves_nothing() {
     let w = DraWorld::new(PASSTHROUGH).await;
