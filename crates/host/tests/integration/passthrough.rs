@@ -184,6 +184,37 @@ async fn a_claim_of_several_gpus_has_their_groups_bound_side_by_side() {
     }
 }
 
+/// Virtual machines scheduled together do not wait for each other's
+/// binds: with the kernel holding every probe, the GPUs of two claims
+/// both reach their probe before either bind ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_allocated_together_are_bound_side_by_side() {
+    let w =
+        DraWorld::new("[passthrough]\nbind-driver = \"vfio-pci\"\nbind-timeout-ms = 60000\n").await;
+    let kernel = KernelStandin::start(&w.world.root());
+    let (_host, _endpoint) = w.serving().await;
+    kernel.hold_probes();
+
+    let (gpu_a, gpu_b) = (name_of(GPU_A), name_of(GPU_B));
+    w.api.put_claim(waiting_claim("vm-a", &[&gpu_a]));
+    w.api.put_claim(waiting_claim("vm-b", &[&gpu_b]));
+    let both_waiting = tokio::task::block_in_place(|| {
+        kernel.wait_until(WAIT, |k| {
+            let held = k.held_probes();
+            [GPU_A, GPU_B]
+                .iter()
+                .all(|gpu| held.iter().any(|h| h == gpu))
+        })
+    });
+    assert!(both_waiting, "probes held: {:?}", kernel.held_probes());
+
+    kernel.release_probes();
+    wait_condition(&w, "vm-a", &gpu_a, BOUND_CONDITION).await;
+    wait_condition(&w, "vm-b", &gpu_b, BOUND_CONDITION).await;
+    assert_eq!(kernel.driver(GPU_A).as_deref(), Some("vfio-pci"));
+    assert_eq!(kernel.driver(GPU_B).as_deref(), Some("vfio-pci"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_or_failed_bind_sets_the_failure_condition_and_moves_nothing() {
     let w = DraWorld::new(PASSTHROUGH).await;
