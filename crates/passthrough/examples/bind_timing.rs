@@ -2,7 +2,7 @@
 //! with the kernel stand-in answering the sysfs writes: p50 and p90 over
 //! `ROUNDS` rounds (default 50) per group. What it measures is the host's
 //! side (journal writes with fsync, sysfs writes, waits for links and
-//! nodes) plus the stand-in's inotify round trip; a real driver's remove
+//! nodes) plus the stand-in's FIFO round trip; a real driver's remove
 //! and probe add their own time on a node.
 //!
 //! `cargo run --release -p wdp-passthrough --example bind_timing`

@@ -140,7 +140,7 @@ pub(crate) fn write_control(
 /// `/dev` nodes give no event to await under a host root. On a kernel the
 /// `unbind`/`drivers_probe` write returns once the driver is done, so the
 /// first call mostly answers; the backoff bounds the wait for what lags
-/// (an asynchronous probe, the stand-in's inotify round trip).
+/// (an asynchronous probe, the kernel stand-in's FIFO round trip).
 pub(crate) fn wait_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
     let mut pause = Duration::from_micros(50);
     loop {

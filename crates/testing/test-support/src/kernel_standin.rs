@@ -4,10 +4,14 @@
 //! [`KernelStandin::start`] gives every function the control files the
 //! kernel has (`driver_override`, reading `(null)`), and the bus the
 //! `drivers_probe` file and each driver its `bind` and `unbind` (always
-//! including `vfio-pci`, as if the module were loaded). A thread watches
-//! them through inotify and reacts to each write (close-write) as the
-//! kernel does, then empties the file (the host writes them as regular
-//! files; the kernel's are write-only triggers):
+//! including `vfio-pci`, as if the module were loaded). The write-only
+//! triggers (`drivers_probe`, `bind`, `unbind`) are FIFOs the stand-in
+//! reads: like the kernel, it sees every write on its own, in order, however
+//! close together writers come (binds of several groups at once all
+//! probing through `drivers_probe`), and reacts to each as the kernel does
+//! (one worker applies them one at a time). A write returns once it is in
+//! the FIFO, before its effect, as an asynchronous probe does; the binder
+//! waits for the effect.
 //! - `<drv>/unbind` removes the function's `driver` link and the driver's
 //!   link back to it;
 //! - `drivers_probe` binds the function to its `driver_override` when set,
@@ -24,20 +28,19 @@
 //! ([`KernelStandin::bind_fails`]), probes held until released
 //! ([`KernelStandin::hold_probes`]). Writes the kernel would refuse with an
 //! error (unbinding from a driver the function is not on) are ignored: a
-//! regular file cannot fail a write. Two writes to one control file that
-//! come closer together than the stand-in reacts (binds of two groups at
-//! once, both probing) may be seen as one: the file holds the last. The
-//! binder waits for each write's effect before the next, so one bind at a
-//! time is seen whole. Panics on a fixture it cannot set up.
+//! FIFO cannot fail a write. A test may put a FIFO nobody reads in a
+//! control file's place (a write that blocks in the kernel). Panics on a
+//! fixture it cannot set up.
 
 use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use notify::event::{AccessKind, AccessMode};
-use notify::{EventKind, RecursiveMode, Watcher};
 
 /// The driver whose groups get `/dev/vfio/<group>`.
 const VFIO: &str = "vfio-pci";
@@ -45,8 +48,63 @@ const VFIO: &str = "vfio-pci";
 /// A running stand-in; stops when dropped.
 pub struct KernelStandin {
     inner: Arc<Inner>,
-    watcher: Mutex<Option<notify::RecommendedWatcher>>,
+    readers: Mutex<Readers>,
     worker: Option<JoinHandle<()>>,
+}
+
+/// The threads reading the control FIFOs, each sending the lines written
+/// to its FIFO to the worker.
+struct Readers {
+    /// Where a reader sends `(path, line)`; `None` once stopping (the
+    /// worker ends when the last sender is gone).
+    lines: Option<Sender<(PathBuf, String)>>,
+    /// A handle on each FIFO, to wake its reader when stopping.
+    wakers: Vec<File>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Readers {
+    /// Makes `path` a FIFO (replacing a regular file there) and starts
+    /// reading it. Opened for reading and writing, the FIFO never reads
+    /// end-of-file when a writer closes it.
+    fn read_control(&mut self, path: &Path, stopping: &Arc<AtomicBool>) {
+        let Some(lines) = self.lines.clone() else {
+            return;
+        };
+        let is_fifo = std::fs::symlink_metadata(path)
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()));
+        if !is_fifo {
+            let _ = std::fs::remove_file(path);
+            let made = std::process::Command::new("mkfifo").arg(path).status();
+            assert!(
+                made.is_ok_and(|status| status.success()),
+                "mkfifo {}",
+                path.display()
+            );
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        self.wakers.push(file.try_clone().unwrap());
+        let (path, stopping) = (path.to_owned(), Arc::clone(stopping));
+        let thread = std::thread::Builder::new()
+            .name("kernel-standin-fifo".into())
+            .spawn(move || {
+                for line in BufReader::new(file).lines() {
+                    let Ok(line) = line else { return };
+                    if stopping.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if lines.send((path.clone(), line)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .unwrap();
+        self.threads.push(thread);
+    }
 }
 
 impl std::fmt::Debug for KernelStandin {
@@ -64,6 +122,8 @@ struct Inner {
     changed: Condvar,
     /// Held while the tree is changed (worker, delayed binds, test calls).
     tree: Mutex<()>,
+    /// Set when the stand-in stops: the FIFO readers end.
+    stopping: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -88,6 +148,7 @@ impl KernelStandin {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             tree: Mutex::new(()),
+            stopping: Arc::new(AtomicBool::new(false)),
         });
         let devices = root.join("sys/bus/pci/devices");
         let mut drivers: HashSet<String> = HashSet::from([VFIO.to_owned()]);
@@ -106,43 +167,28 @@ impl KernelStandin {
             }
             inner.lock().default_driver.insert(address, driver);
         }
-        let probe = root.join("sys/bus/pci/drivers_probe");
-        std::fs::write(&probe, "").unwrap();
+        let (lines, received) = std::sync::mpsc::channel::<(PathBuf, String)>();
+        let mut readers = Readers {
+            lines: Some(lines),
+            wakers: Vec::new(),
+            threads: Vec::new(),
+        };
+        readers.read_control(&root.join("sys/bus/pci/drivers_probe"), &inner.stopping);
         for driver in &drivers {
-            inner.driver_files(driver);
-        }
-        let (tx, rx) = std::sync::mpsc::channel::<notify::Result<notify::Event>>();
-        let mut watcher = notify::recommended_watcher(move |event| {
-            let _ = tx.send(event);
-        })
-        .unwrap();
-        watcher
-            .watch(&root.join("sys/bus/pci"), RecursiveMode::NonRecursive)
-            .unwrap();
-        for driver in &drivers {
-            watcher
-                .watch(
-                    &root.join("sys/bus/pci/drivers").join(driver),
-                    RecursiveMode::NonRecursive,
-                )
-                .unwrap();
+            inner.driver_files(driver, &mut readers);
         }
         let worker_inner = inner.clone();
         let worker = std::thread::Builder::new()
             .name("kernel-standin".into())
             .spawn(move || {
-                for event in rx.into_iter().flatten() {
-                    if event.kind == EventKind::Access(AccessKind::Close(AccessMode::Write)) {
-                        for path in &event.paths {
-                            worker_inner.written(path);
-                        }
-                    }
+                for (path, value) in received {
+                    worker_inner.written(&path, &value);
                 }
             })
             .unwrap();
         Self {
             inner,
-            watcher: Mutex::new(Some(watcher)),
+            readers: Mutex::new(readers),
             worker: Some(worker),
         }
     }
@@ -179,10 +225,11 @@ impl KernelStandin {
         if dir.join("bind").exists() {
             return;
         }
-        self.inner.driver_files(driver);
-        if let Some(watcher) = self.watcher.lock().unwrap().as_mut() {
-            watcher.watch(&dir, RecursiveMode::NonRecursive).unwrap();
-        }
+        let mut readers = self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.inner.driver_files(driver, &mut readers);
     }
 
     /// The driver a probe binds `address` to when it has no override.
@@ -279,9 +326,22 @@ impl KernelStandin {
 
 impl Drop for KernelStandin {
     fn drop(&mut self) {
-        // Dropping the watcher closes the channel; the worker then ends.
-        if let Ok(mut watcher) = self.watcher.lock() {
-            watcher.take();
+        // Each reader wakes to a line of its own and ends; with the last
+        // sender gone, the worker ends.
+        self.inner.stopping.store(true, Ordering::SeqCst);
+        let readers = {
+            let mut readers = self
+                .readers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            readers.lines = None;
+            for waker in &mut readers.wakers {
+                let _ = waker.write_all(b"\n");
+            }
+            std::mem::take(&mut readers.threads)
+        };
+        for reader in readers {
+            let _ = reader.join();
         }
         if let Some(worker) = self.worker.take() {
             let _ = worker.join();
@@ -313,11 +373,11 @@ impl Inner {
         self.changed.notify_all();
     }
 
-    fn driver_files(&self, driver: &str) {
+    fn driver_files(&self, driver: &str, readers: &mut Readers) {
         let dir = self.root.join("sys/bus/pci/drivers").join(driver);
         std::fs::create_dir_all(&dir).unwrap();
         for file in ["bind", "unbind"] {
-            std::fs::write(dir.join(file), "").unwrap();
+            readers.read_control(&dir.join(file), &self.stopping);
         }
     }
 
@@ -351,22 +411,12 @@ impl Inner {
         (!text.is_empty() && text != "(null)").then(|| text.to_owned())
     }
 
-    /// Reacts to a write to the control file `path`.
-    fn written(self: &Arc<Self>, path: &Path) {
-        // Only regular files: a test may put a FIFO in a control file's
-        // place (a write that blocks), which reading would block on.
-        if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
-            return;
-        }
-        let Ok(value) = std::fs::read_to_string(path) else {
-            return;
-        };
+    /// Reacts to `value` written to the control file `path`.
+    fn written(self: &Arc<Self>, path: &Path, value: &str) {
         let value = value.trim().to_owned();
         if value.is_empty() {
             return;
         }
-        // Emptying it causes one more close-write, with nothing to read.
-        let _ = std::fs::write(path, "");
         let Ok(rel) = path.strip_prefix(&self.root) else {
             return;
         };
