@@ -33,14 +33,16 @@
 //! fixture it cannot set up.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+#[path = "kernel_standin_fifo.rs"]
+mod fifo;
+
+use fifo::Readers;
 
 /// The driver whose groups get `/dev/vfio/<group>`.
 const VFIO: &str = "vfio-pci";
@@ -50,61 +52,6 @@ pub struct KernelStandin {
     inner: Arc<Inner>,
     readers: Mutex<Readers>,
     worker: Option<JoinHandle<()>>,
-}
-
-/// The threads reading the control FIFOs, each sending the lines written
-/// to its FIFO to the worker.
-struct Readers {
-    /// Where a reader sends `(path, line)`; `None` once stopping (the
-    /// worker ends when the last sender is gone).
-    lines: Option<Sender<(PathBuf, String)>>,
-    /// A handle on each FIFO, to wake its reader when stopping.
-    wakers: Vec<File>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl Readers {
-    /// Makes `path` a FIFO (replacing a regular file there) and starts
-    /// reading it. Opened for reading and writing, the FIFO never reads
-    /// end-of-file when a writer closes it.
-    fn read_control(&mut self, path: &Path, stopping: &Arc<AtomicBool>) {
-        let Some(lines) = self.lines.clone() else {
-            return;
-        };
-        let is_fifo = std::fs::symlink_metadata(path)
-            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()));
-        if !is_fifo {
-            let _ = std::fs::remove_file(path);
-            let made = std::process::Command::new("mkfifo").arg(path).status();
-            assert!(
-                made.is_ok_and(|status| status.success()),
-                "mkfifo {}",
-                path.display()
-            );
-        }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .unwrap();
-        self.wakers.push(file.try_clone().unwrap());
-        let (path, stopping) = (path.to_owned(), Arc::clone(stopping));
-        let thread = std::thread::Builder::new()
-            .name("kernel-standin-fifo".into())
-            .spawn(move || {
-                for line in BufReader::new(file).lines() {
-                    let Ok(line) = line else { return };
-                    if stopping.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    if lines.send((path.clone(), line)).is_err() {
-                        return;
-                    }
-                }
-            })
-            .unwrap();
-        self.threads.push(thread);
-    }
 }
 
 impl std::fmt::Debug for KernelStandin {
@@ -168,11 +115,7 @@ impl KernelStandin {
             inner.lock().default_driver.insert(address, driver);
         }
         let (lines, received) = std::sync::mpsc::channel::<(PathBuf, String)>();
-        let mut readers = Readers {
-            lines: Some(lines),
-            wakers: Vec::new(),
-            threads: Vec::new(),
-        };
+        let mut readers = Readers::new(lines);
         readers.read_control(&root.join("sys/bus/pci/drivers_probe"), &inner.stopping);
         for driver in &drivers {
             inner.driver_files(driver, &mut readers);
@@ -329,17 +272,11 @@ impl Drop for KernelStandin {
         // Each reader wakes to a line of its own and ends; with the last
         // sender gone, the worker ends.
         self.inner.stopping.store(true, Ordering::SeqCst);
-        let readers = {
-            let mut readers = self
-                .readers
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            readers.lines = None;
-            for waker in &mut readers.wakers {
-                let _ = waker.write_all(b"\n");
-            }
-            std::mem::take(&mut readers.threads)
-        };
+        let readers = self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .stop();
         for reader in readers {
             let _ = reader.join();
         }
